@@ -1,0 +1,197 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClusterMasters is the number of masters of the cluster that Cluster starts.
+const ClusterMasters = 3
+
+var (
+	clusterOnce  sync.Once
+	clusterAddrs []string
+	clusterErr   error
+)
+
+// ClusterAddrs returns the addresses of a Redis Cluster for tests: those in
+// REDIS_CLUSTER_ADDRS (comma-separated) when set, otherwise those of
+// ClusterMasters redis-server processes that it starts on loopback, once per
+// test binary, with the hash slots split evenly between them. The
+// redis-server binary is REDIS_SERVER, or redis-server on PATH.
+func ClusterAddrs(tb testing.TB) []string {
+	tb.Helper()
+	clusterOnce.Do(func() {
+		if a := os.Getenv("REDIS_CLUSTER_ADDRS"); a != "" {
+			clusterAddrs = strings.Split(a, ",")
+			return
+		}
+		clusterAddrs, clusterErr = startCluster()
+	})
+	if clusterErr != nil {
+		unavailable(tb, "no Redis Cluster for tests: %v", clusterErr)
+	}
+	return clusterAddrs
+}
+
+// Cluster returns a new client of the test cluster, closed when tb ends.
+func Cluster(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: ClusterAddrs(tb)})
+	tb.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error {
+		return c.Ping(ctx).Err()
+	}); err != nil {
+		tb.Fatalf("redistest: ping cluster: %v", err)
+	}
+	return rdb
+}
+
+// startCluster starts the nodes, assigns the slots, joins the nodes, and
+// waits until every node reports the cluster ok.
+func startCluster() ([]string, error) {
+	bin := os.Getenv("REDIS_SERVER")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("redis-server"); err != nil {
+			return nil, fmt.Errorf("set REDIS_CLUSTER_ADDRS, or install redis-server: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	nodes := make([]*redis.Client, ClusterMasters)
+	addrs := make([]string, ClusterMasters)
+	defer func() {
+		for _, n := range nodes {
+			if n != nil {
+				_ = n.Close()
+			}
+		}
+	}()
+	for i := range nodes {
+		addr, err := startNode(ctx, bin)
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = addr
+		nodes[i] = redis.NewClient(&redis.Options{Addr: addr})
+	}
+
+	const slots = 16384
+	for i, n := range nodes {
+		first, last := i*slots/len(nodes), (i+1)*slots/len(nodes)-1
+		if err := n.ClusterAddSlotsRange(ctx, first, last).Err(); err != nil {
+			return nil, fmt.Errorf("node %s: add slots %d-%d: %w", addrs[i], first, last, err)
+		}
+	}
+	for _, addr := range addrs[1:] {
+		host, port, _ := net.SplitHostPort(addr)
+		if err := nodes[0].ClusterMeet(ctx, host, port).Err(); err != nil {
+			return nil, fmt.Errorf("cluster meet %s: %w", addr, err)
+		}
+	}
+	for i, n := range nodes {
+		if err := waitFor(ctx, func() bool {
+			info, err := n.ClusterInfo(ctx).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok") &&
+				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(nodes)))
+		}); err != nil {
+			return nil, fmt.Errorf("node %s never reported the cluster ok: %w", addrs[i], err)
+		}
+	}
+	return addrs, nil
+}
+
+// startNode starts one cluster-enabled redis-server on a free loopback port
+// and waits until it answers; Main stops it.
+func startNode(ctx context.Context, bin string) (string, error) {
+	dir, err := os.MkdirTemp("", "sluice-cluster-")
+	if err != nil {
+		return "", err
+	}
+	// A free port can be taken by someone else before redis-server binds it:
+	// try a few.
+	var lastErr error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return "", err
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		cmd := exec.Command(bin,
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)),
+			"--dir", dir, "--save", "", "--appendonly", "no",
+			"--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)))
+		if err := cmd.Start(); err != nil {
+			return "", fmt.Errorf("start %s: %w", bin, err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		stop := func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		err = waitFor(ctx, func() bool {
+			select {
+			case <-exited:
+				return true
+			default:
+			}
+			return c.Ping(ctx).Err() == nil
+		})
+		_ = c.Close()
+		select {
+		case werr := <-exited:
+			lastErr = fmt.Errorf("redis-server on %s exited: %v", addr, werr)
+			continue
+		default:
+		}
+		if err != nil {
+			stop()
+			return "", fmt.Errorf("redis-server on %s never answered: %w", addr, err)
+		}
+		atExit(func() { stop(); _ = os.RemoveAll(dir) })
+		return addr, nil
+	}
+	_ = os.RemoveAll(dir)
+	return "", lastErr
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitFor polls cond every 20 ms until it holds or ctx ends.
+func waitFor(ctx context.Context, cond func() bool) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return errors.New("timed out")
+		case <-tick.C:
+		}
+	}
+	return nil
+}

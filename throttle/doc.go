@@ -1,0 +1,40 @@
+// Package throttle is Sluice's rate limiter: an exact sliding-window log kept
+// in Redis, shared by every worker that talks to the same Redis.
+//
+// Each limited key is one sorted set holding one member per admitted unit of
+// cost, scored by its admission time on the Redis clock. A decision is one Lua
+// script (see package lua): it drops the entries that have left the window,
+// counts the rest, admits the request if count + cost <= limit and records it,
+// and refreshes the key's expiry. Because the whole decision runs inside
+// Redis, any number of goroutines and processes can share a key and the limit
+// still holds exactly; because the clock is Redis's, workers on different
+// machines agree on time.
+//
+// A denial is a Decision with Allowed false and an exact RetryAfter: the time
+// until enough entries leave the window for this request to fit. Denied
+// requests are not recorded, so a caller that keeps asking is not held back
+// longer than its quota says. Errors mean Redis failed or the input was bad;
+// bad input is reported before anything is sent to Redis and can be matched
+// with errors.Is against ErrInvalidKey, ErrInvalidPolicy, ErrInvalidCost,
+// ErrDuplicateKey and ErrMixedGroups.
+//
+// Policies travel with each call and are never stored: changing a Limit or a
+// Window applies at once to keys that already hold entries.
+//
+// # Keys
+//
+// Any non-empty string is a key. The Redis key is
+//
+//	<prefix>{<group>}:<body>
+//
+// where prefix is "sluice:" unless WithPrefix says otherwise, group is the
+// key's group (see WithGroup; "limits" unless set) and body is the key itself.
+// In group and body the characters % # { } are percent-encoded, so a key can
+// neither end the hash tag nor pass for another key; a key longer than
+// MaxRawKeyLen bytes is replaced by "#" and the hex SHA-256 of the key.
+// Redis Cluster places a key by its hash tag, the group: keys of one group
+// share a hash slot, and that is what lets AllowMulti check several keys in one
+// atomic script. By default every key is in the group "limits", so any keys
+// can be combined, on one Redis or on Cluster; WithGroup spreads keys over the
+// cluster when calls only ever combine keys of the same group.
+package throttle

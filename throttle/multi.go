@@ -1,0 +1,164 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/lua"
+)
+
+// Check is one key held to one policy, for AllowMulti.
+type Check struct {
+	// Key names the window; see the package documentation for how it maps to
+	// a Redis key.
+	Key string
+
+	// Policy is the limit the key is held to.
+	Policy Policy
+
+	// Cost is the number of units the request takes from this key's window,
+	// 1 to Policy.Limit; 0 means 1.
+	Cost int
+}
+
+// MultiDecision is the outcome of AllowMulti.
+type MultiDecision struct {
+	// Decision is the strictest of the checks: Allowed only when every check
+	// allows; RetryAfter and ResetAfter the largest of all checks; Remaining
+	// the smallest. Limit and Count are those of the check at Denied, or of
+	// the check with the least Remaining when allowed.
+	Decision
+
+	// Denied is the index of the check that denied with the largest
+	// RetryAfter, or -1 when the request was allowed.
+	Denied int
+
+	// Checks holds each check's own decision, in the order given. When the
+	// request is denied nothing was recorded, so a check may report Allowed
+	// (it alone would have admitted) with its Count unchanged.
+	Checks []Decision
+}
+
+// AllowMulti decides whether a request fits every check at once, and records
+// it in every window only if so: all or nothing, in one atomic script. This is
+// how a task is held to its tenant's quota, its provider's account-wide limit
+// and a daily cap together. All keys must be distinct and in one group (see
+// WithGroup); with the default grouping any keys combine.
+func (l *Limiter) AllowMulti(ctx context.Context, checks []Check) (MultiDecision, error) {
+	if slices.ContainsFunc(checks, func(c Check) bool { return c.Cost == 0 }) {
+		checks = slices.Clone(checks) // the caller's slice is not ours to change
+		for i := range checks {
+			if checks[i].Cost == 0 {
+				checks[i].Cost = 1
+			}
+		}
+	}
+	return l.decide(ctx, "allow", true, checks)
+}
+
+// decide validates checks, runs the decision script once over all of them,
+// and reads the reply. record is false for Peek.
+func (l *Limiter) decide(ctx context.Context, op string, record bool, checks []Check) (MultiDecision, error) {
+	if l.err != nil {
+		return MultiDecision{}, l.err
+	}
+	fail := func(err error) (MultiDecision, error) {
+		return MultiDecision{}, fmt.Errorf("throttle: %s %s: %w", op, describe(checks), err)
+	}
+	if len(checks) == 0 {
+		return fail(fmt.Errorf("%w: no checks", ErrInvalidKey))
+	}
+
+	keys := make([]string, len(checks))
+	args := make([]any, 1, 1+3*len(checks))
+	args[0] = "0"
+	if record {
+		args[0] = "1"
+	}
+	var group string
+	for i, c := range checks {
+		rkey, g, err := l.redisKey(c.Key)
+		if err != nil {
+			return fail(err)
+		}
+		if err := c.Policy.Validate(); err != nil {
+			return fail(fmt.Errorf("key %s: %w", quoteKey(c.Key), err))
+		}
+		if c.Cost < 1 || c.Cost > c.Policy.Limit {
+			return fail(fmt.Errorf("%w: cost %d for key %s must be 1 to the limit %d", ErrInvalidCost, c.Cost, quoteKey(c.Key), c.Policy.Limit))
+		}
+		if i == 0 {
+			group = g
+		} else if g != group {
+			return fail(fmt.Errorf("%w: key %s is in group %q, key %s in %q", ErrMixedGroups, quoteKey(checks[0].Key), group, quoteKey(c.Key), g))
+		}
+		for j := range i {
+			if keys[j] == rkey {
+				return fail(fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, quoteKey(c.Key)))
+			}
+		}
+		keys[i] = rkey
+		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost)
+	}
+
+	reply, err := lua.Allow.Run(ctx, l.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return fail(err)
+	}
+	if len(reply) != 1+4*len(checks) {
+		return fail(fmt.Errorf("decision script replied %d values for %d keys", len(reply), len(checks)))
+	}
+	return readReply(reply, checks), nil
+}
+
+// readReply turns the script's reply into decisions; see lua/allow.lua.
+func readReply(reply []int64, checks []Check) MultiDecision {
+	md := MultiDecision{Denied: -1, Checks: make([]Decision, len(checks))}
+	rep := 0
+	for i, c := range checks {
+		r := reply[1+4*i : 5+4*i]
+		d := Decision{
+			Allowed:    r[0] == 1,
+			Limit:      c.Policy.Limit,
+			Count:      int(r[1]),
+			RetryAfter: time.Duration(r[2]) * time.Microsecond,
+			ResetAfter: time.Duration(r[3]) * time.Microsecond,
+		}
+		d.Remaining = max(0, d.Limit-d.Count)
+		md.Checks[i] = d
+
+		if !d.Allowed && (md.Denied < 0 || d.RetryAfter > md.Checks[md.Denied].RetryAfter) {
+			md.Denied = i
+		}
+		if d.Remaining < md.Checks[rep].Remaining {
+			rep = i
+		}
+		md.ResetAfter = max(md.ResetAfter, d.ResetAfter)
+	}
+	if md.Denied >= 0 {
+		rep = md.Denied
+	}
+	md.Allowed = reply[0] == 1
+	md.Limit = md.Checks[rep].Limit
+	md.Count = md.Checks[rep].Count
+	md.RetryAfter = md.Checks[rep].RetryAfter
+	md.Remaining = md.Checks[rep].Remaining
+	for _, d := range md.Checks {
+		md.Remaining = min(md.Remaining, d.Remaining)
+	}
+	return md
+}
+
+// describe names the keys of a call for an error message.
+func describe(checks []Check) string {
+	switch len(checks) {
+	case 0:
+		return "no keys"
+	case 1:
+		return quoteKey(checks[0].Key)
+	}
+	return quoteKey(checks[0].Key) + " and " + strconv.Itoa(len(checks)-1) + " more"
+}

@@ -1,0 +1,94 @@
+package throttle
+
+import (
+	"fmt"
+	"time"
+)
+
+// Bounds of a Policy.
+const (
+	// MaxLimit is the largest Limit a Policy may have. The sliding log keeps
+	// one sorted-set member per admitted unit, about 100 bytes of Redis
+	// memory each, so a million units is about 100 MB for one key.
+	MaxLimit = 1_000_000
+
+	// MinWindow is the shortest Window a Policy may have.
+	MinWindow = time.Millisecond
+
+	// MaxWindow is the longest Window a Policy may have.
+	MaxWindow = 10 * 366 * 24 * time.Hour
+)
+
+// Policy is a rate limit: at most Limit units of cost admitted in any Window.
+// Policy{Limit: 10, Window: time.Second} admits ten one-unit requests in any
+// one-second span, not ten per calendar second: an entry admitted at 12:00:00.300
+// counts until 12:00:01.300.
+type Policy struct {
+	// Limit is the most units of cost admitted in any Window, 1 to MaxLimit.
+	Limit int
+
+	// Window is the span the limit applies to, MinWindow to MaxWindow. It is
+	// used to the microsecond; anything finer is dropped.
+	Window time.Duration
+}
+
+// PerSecond returns a Policy of limit units a second.
+func PerSecond(limit int) Policy { return Policy{Limit: limit, Window: time.Second} }
+
+// PerMinute returns a Policy of limit units a minute.
+func PerMinute(limit int) Policy { return Policy{Limit: limit, Window: time.Minute} }
+
+// PerHour returns a Policy of limit units an hour.
+func PerHour(limit int) Policy { return Policy{Limit: limit, Window: time.Hour} }
+
+// PerDay returns a Policy of limit units in any 24 hours.
+func PerDay(limit int) Policy { return Policy{Limit: limit, Window: 24 * time.Hour} }
+
+// Validate reports whether p is usable, with an error that wraps
+// ErrInvalidPolicy and says which field is wrong.
+func (p Policy) Validate() error {
+	switch {
+	case p.Limit < 1:
+		return fmt.Errorf("%w: limit %d is below 1", ErrInvalidPolicy, p.Limit)
+	case p.Limit > MaxLimit:
+		return fmt.Errorf("%w: limit %d is above the maximum of %d", ErrInvalidPolicy, p.Limit, MaxLimit)
+	case p.Window < MinWindow:
+		return fmt.Errorf("%w: window %v is shorter than %v", ErrInvalidPolicy, p.Window, MinWindow)
+	case p.Window > MaxWindow:
+		return fmt.Errorf("%w: window %v is longer than %v", ErrInvalidPolicy, p.Window, MaxWindow)
+	}
+	return nil
+}
+
+// String returns the policy as "10/1s".
+func (p Policy) String() string { return fmt.Sprintf("%d/%v", p.Limit, p.Window) }
+
+// Decision is the outcome of one limiter call. With Policy{Limit: 10,
+// Window: time.Minute} and 7 units already in the window, AllowN(..., 3)
+// returns Allowed true, Count 10, Remaining 0, RetryAfter 0, and ResetAfter
+// one minute; a further Allow then returns Allowed false, Count 10, and a
+// RetryAfter equal to the time until the oldest of the ten entries is a minute
+// old.
+type Decision struct {
+	// Allowed reports whether the request was admitted (and recorded).
+	Allowed bool
+
+	// Limit is the policy's Limit.
+	Limit int
+
+	// Count is the number of units in the window after this decision: it
+	// includes this request's cost when Allowed.
+	Count int
+
+	// Remaining is max(0, Limit-Count): how many more units fit now.
+	Remaining int
+
+	// RetryAfter is 0 when Allowed. Otherwise it is the exact time until this
+	// request would be admitted if nothing else were admitted meanwhile: the
+	// time until the entry at index Count-Limit+cost-1 (oldest first) leaves
+	// the window.
+	RetryAfter time.Duration
+
+	// ResetAfter is the time until the window is empty; 0 when it is.
+	ResetAfter time.Duration
+}
