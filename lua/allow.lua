@@ -5,17 +5,32 @@ or nothing.
 Each key is a sorted set with one member per admitted unit of cost, scored by
 its admission time in microseconds of the Redis clock (TIME). A member is in
 the window while score > now - window. Denied requests write nothing but the
-pruning of entries that have left the window.
+pruning of entries that have left the window (and, in line mode, the place in
+line).
 
-KEYS[i]      sorted set of check i, i = 1 .. #KEYS; all in one hash slot
-ARGV[1]      "1": record the admission when every check allows (Allow)
-             "0": record nothing, only look (Peek)
-ARGV[3i-1]   limit of check i: most units admitted in any window
-ARGV[3i]     window of check i, in microseconds
-ARGV[3i+1]   cost of check i, in units, 1 <= cost <= limit
+In line mode each check also has a line: a sorted set of the callers that were
+denied and will come back, one member per caller id, scored by the time it was
+told to come back. A denied caller takes the next place in the line of the
+check that binds (the latest return time), so a backlog comes back one freed
+slot at a time instead of all at the first. A caller back before its place
+keeps it; one denied after its place came is placed again behind only those
+ahead of it; an admitted one leaves every line. Places older than the grace are dropped as abandoned.
 
-Reply: an array of 1 + 4 * #KEYS integers
-  [1]        1 when every check allows (and with ARGV[1] = "1" all were
+KEYS[i]      sorted set (window) of check i, i = 1 .. n
+KEYS[n+i]    line of check i (line mode only)
+             all keys in one hash slot
+ARGV[1]      "0": record nothing, only look (Peek)
+             "1": record the admission when every check allows (Allow)
+             "2": as "1", and a denied caller takes a place in line
+ARGV[2]      caller id (line mode), else ""
+ARGV[3]      grace of places in line, in microseconds (line mode), else 0
+ARGV[3i+1]   limit of check i: most units admitted in any window
+ARGV[3i+2]   window of check i, in microseconds
+ARGV[3i+3]   cost of check i, in units, 1 <= cost <= limit
+             n = (#ARGV - 3) / 3
+
+Reply: an array of 3 + 4n integers
+  [1]        1 when every check allows (and unless ARGV[1] = "0" all were
              recorded), else 0
   [4i-2]     1 when check i alone would allow, else 0
   [4i-1]     units of check i in its window after this decision
@@ -24,26 +39,32 @@ Reply: an array of 1 + 4 * #KEYS integers
              (0-based, oldest first) leaves the window
   [4i+1]     reset-after of check i in microseconds: time until its window
              is empty
+  [4n+2]     line mode, denied: microseconds until the caller's place in
+             line, when it should come back; else 0
+  [4n+3]     line mode, denied: the check whose line it joined (1-based);
+             else 0
 ]]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local stamp = t[1] .. string.format('%06d', tonumber(t[2]))
-local record = ARGV[1] == '1'
+local mode = ARGV[1]
+local record = mode ~= '0'
 
-local n = #KEYS
+local n = (#ARGV - 3) / 3
 local reply = {1}
-local windows, costs = {}, {}
+local limits, windows, costs, counts = {}, {}, {}, {}
 
 for i = 1, n do
   local key = KEYS[i]
-  local limit = tonumber(ARGV[3 * i - 1])
-  local window = tonumber(ARGV[3 * i])
-  local cost = tonumber(ARGV[3 * i + 1])
-  windows[i], costs[i] = window, cost
+  local limit = tonumber(ARGV[3 * i + 1])
+  local window = tonumber(ARGV[3 * i + 2])
+  local cost = tonumber(ARGV[3 * i + 3])
+  limits[i], windows[i], costs[i] = limit, window, cost
 
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   local count = redis.call('ZCARD', key)
+  counts[i] = count
   local allowed, retry = 1, 0
   if count + cost > limit then
     allowed = 0
@@ -97,4 +118,67 @@ for i = 1, n do
   end
 end
 
+reply[4 * n + 2] = 0
+reply[4 * n + 3] = 0
+if mode ~= '2' then
+  return reply
+end
+
+local id = ARGV[2]
+if reply[1] == 1 then
+  for i = 1, n do
+    redis.call('ZREM', KEYS[n + i], id)
+  end
+  return reply
+end
+
+-- Denied: find when each denying check would have room for this caller
+-- behind the k callers already in its line. The windows' future exits are
+-- E[j] = score[j] + window for j < count, and for j >= count the exit of the
+-- unit admitted at E[j - limit], one window later. The caller needs exit
+-- j = count - limit + k + cost - 1.
+local grace = tonumber(ARGV[3])
+local best, bestAt = 0, 0
+for i = 1, n do
+  if reply[4 * i - 2] == 0 then
+    local line = KEYS[n + i]
+    redis.call('ZREMRANGEBYSCORE', line, '-inf', now - grace)
+    local at = tonumber(redis.call('ZSCORE', line, id))
+    if not at or at <= now then
+      -- A new caller goes behind everyone in line; one whose place came
+      -- without a slot for it (another took it, or the slot's holder was
+      -- admitted late) keeps its rank: behind only those ahead of it.
+      local k
+      if at then
+        k = redis.call('ZCOUNT', line, '-inf', at) - 1
+      else
+        k = redis.call('ZCARD', line)
+      end
+      local count, limit = counts[i], limits[i]
+      local j = count - limit + k + costs[i] - 1
+      local gen = 0
+      if j >= count then
+        gen = math.ceil((j - count + 1) / limit)
+      end
+      local idx = math.max(j - gen * limit, 0)
+      local e = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
+      at = tonumber(e[2]) + (gen + 1) * windows[i]
+    end
+    -- else a caller back before its place keeps it.
+    if at > bestAt then
+      best, bestAt = i, at
+    end
+  end
+end
+for i = 1, n do
+  local line = KEYS[n + i]
+  if i == best then
+    redis.call('ZADD', line, bestAt, id)
+    redis.call('PEXPIRE', line, math.floor((bestAt - now + grace) / 1000) + 1)
+  else
+    redis.call('ZREM', line, id)
+  end
+end
+reply[4 * n + 2] = bestAt - now
+reply[4 * n + 3] = best
 return reply

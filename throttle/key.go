@@ -39,19 +39,26 @@ func encodeKeyPart(s string) string {
 	return keyEscaper.Replace(s)
 }
 
-// redisKey derives the Redis key of key: <prefix>{<group>}:<body>. It returns
-// the group's encoding too, which AllowMulti compares. This is the only place
-// that builds a limiter key.
-func (l *Limiter) redisKey(key string) (rkey, group string, err error) {
+// redisKeys are the Redis keys of one limiter key.
+type redisKeys struct {
+	group  string // the encoded group, the hash tag
+	window string // <prefix>{<group>}:<body>, the sliding-window log
+	line   string // <prefix>{<group>}line:<body>, the line of AllowInLine
+}
+
+// redisKey derives the Redis keys of key. This is the only place that builds
+// a limiter key.
+func (l *Limiter) redisKey(key string) (redisKeys, error) {
 	if key == "" {
-		return "", "", fmt.Errorf("%w: the key is empty", ErrInvalidKey)
+		return redisKeys{}, fmt.Errorf("%w: the key is empty", ErrInvalidKey)
 	}
 	g := l.group(key)
 	if g == "" {
-		return "", "", fmt.Errorf("%w: the group of key %s is empty", ErrInvalidKey, quoteKey(key))
+		return redisKeys{}, fmt.Errorf("%w: the group of key %s is empty", ErrInvalidKey, quoteKey(key))
 	}
-	group = encodeKeyPart(g)
-	return l.prefix + "{" + group + "}:" + encodeKeyPart(key), group, nil
+	group := encodeKeyPart(g)
+	tag, body := l.prefix+"{"+group+"}", encodeKeyPart(key)
+	return redisKeys{group: group, window: tag + ":" + body, line: tag + "line:" + body}, nil
 }
 
 // RedisKey returns the Redis key that holds key's window, for inspection with
@@ -61,9 +68,9 @@ func (l *Limiter) RedisKey(key string) (string, error) {
 	if l.err != nil {
 		return "", l.err
 	}
-	rkey, _, err := l.redisKey(key)
+	rk, err := l.redisKey(key)
 	if err != nil {
 		return "", fmt.Errorf("throttle: key %s: %w", quoteKey(key), err)
 	}
-	return rkey, nil
+	return rk.window, nil
 }

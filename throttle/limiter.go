@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,10 +14,11 @@ import (
 // processes agree as long as they share the Redis, the prefix and the group
 // function. It is safe for concurrent use.
 type Limiter struct {
-	rdb    redis.UniversalClient
-	prefix string
-	group  func(key string) string
-	err    error // set by a bad configuration; returned by every call
+	rdb       redis.UniversalClient
+	prefix    string
+	group     func(key string) string
+	lineGrace time.Duration
+	err       error // set by a bad configuration; returned by every call
 }
 
 // Option configures a Limiter. The last of two options that set the same
@@ -61,15 +63,35 @@ func WithGroup(group func(key string) string) Option {
 	})
 }
 
+// DefaultLineGrace is how long a place in line outlives its time unless
+// WithLineGrace says otherwise.
+const DefaultLineGrace = time.Minute
+
+// WithLineGrace sets how long a place in an AllowInLine line is kept after
+// its time has come, for a caller that comes back late; a place whose caller
+// never comes back (a deleted task) is dropped after it. Callers normally
+// leave the line themselves, by being admitted or denied again. The default
+// is DefaultLineGrace; d must be positive.
+func WithLineGrace(d time.Duration) Option {
+	return optionFunc(func(l *Limiter) {
+		if d <= 0 {
+			l.err = fmt.Errorf("throttle: %w: line grace %v is not positive", ErrInvalidConfig, d)
+			return
+		}
+		l.lineGrace = d
+	})
+}
+
 // NewLimiter returns a Limiter that keeps its windows in rdb: a single node,
 // a Sentinel failover client or a Cluster client. The caller keeps ownership
 // of rdb and closes it. A nil rdb or a bad option does not panic: every call
 // of the Limiter returns an error wrapping ErrInvalidConfig.
 func NewLimiter(rdb redis.UniversalClient, opts ...Option) *Limiter {
 	l := &Limiter{
-		rdb:    rdb,
-		prefix: DefaultPrefix,
-		group:  func(string) string { return DefaultGroup },
+		rdb:       rdb,
+		prefix:    DefaultPrefix,
+		group:     func(string) string { return DefaultGroup },
+		lineGrace: DefaultLineGrace,
 	}
 	if rdb == nil {
 		l.err = fmt.Errorf("throttle: %w: nil Redis client", ErrInvalidConfig)
@@ -91,7 +113,7 @@ func (l *Limiter) Allow(ctx context.Context, key string, p Policy) (Decision, er
 // AllowN decides whether n units of cost on key fit policy p now, and records
 // all n if so. It records nothing when denied. n must be 1 to p.Limit.
 func (l *Limiter) AllowN(ctx context.Context, key string, p Policy, n int) (Decision, error) {
-	md, err := l.decide(ctx, "allow", true, []Check{{Key: key, Policy: p, Cost: n}})
+	md, err := l.decide(ctx, "allow", modeAllow, "", []Check{{Key: key, Policy: p, Cost: n}})
 	return md.Decision, err
 }
 
@@ -99,7 +121,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, p Policy, n int) (Deci
 // anything: Allowed and RetryAfter are for a cost of 1, Count is the number
 // of units in the window. It prunes entries that have left the window.
 func (l *Limiter) Peek(ctx context.Context, key string, p Policy) (Decision, error) {
-	md, err := l.decide(ctx, "peek", false, []Check{{Key: key, Policy: p, Cost: 1}})
+	md, err := l.decide(ctx, "peek", modePeek, "", []Check{{Key: key, Policy: p, Cost: 1}})
 	return md.Decision, err
 }
 
@@ -108,11 +130,11 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.err != nil {
 		return l.err
 	}
-	rkey, _, err := l.redisKey(key)
+	rk, err := l.redisKey(key)
 	if err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
 	}
-	if err := l.rdb.Del(ctx, rkey).Err(); err != nil {
+	if err := l.rdb.Del(ctx, rk.window, rk.line).Err(); err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
 	}
 	return nil

@@ -98,3 +98,8 @@ func mustAllowN(t *testing.T, l *throttle.Limiter, key string, p throttle.Policy
 }
 
 func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "µs" }
+
+func rdbKeys(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	return redistest.Keys(t, rdb, prefix)
+}

@@ -33,7 +33,8 @@ type MultiDecision struct {
 	Decision
 
 	// Denied is the index of the check that denied with the largest
-	// RetryAfter, or -1 when the request was allowed.
+	// RetryAfter, or -1 when the request was allowed. With AllowInLine it is
+	// the check whose line the caller joined.
 	Denied int
 
 	// Checks holds each check's own decision, in the order given. When the
@@ -48,6 +49,32 @@ type MultiDecision struct {
 // and a daily cap together. All keys must be distinct and in one group (see
 // WithGroup); with the default grouping any keys combine.
 func (l *Limiter) AllowMulti(ctx context.Context, checks []Check) (MultiDecision, error) {
+	return l.decide(ctx, "allow", modeAllow, "", defaultCosts(checks))
+}
+
+// AllowInLine is AllowMulti for callers that come back when told, such as
+// queued tasks; id names the caller across its returns (a task ID is right).
+//
+// A denied caller takes a place in line at the check that binds, and its
+// RetryAfter is the time of that place: the k-th caller in line is sent back
+// to when the k-th slot frees, one slot after another, instead of all to the
+// exit of the oldest entry, where all but one would be denied again. A
+// caller holds one place: back before its time, it keeps it; denied after its
+// time came (another took the slot), it is placed again behind only those
+// ahead of it; admitted, it leaves the line. With an empty line RetryAfter is the exact one of
+// AllowMulti. Per-check decisions in Checks keep their exact RetryAfter.
+// The place is advice: nothing is reserved, and an earlier caller may still
+// take a freed slot first.
+func (l *Limiter) AllowInLine(ctx context.Context, id string, checks []Check) (MultiDecision, error) {
+	if id == "" {
+		return MultiDecision{}, fmt.Errorf("throttle: allow in line %s: %w: the caller id is empty", describe(checks), ErrInvalidKey)
+	}
+	return l.decide(ctx, "allow in line", modeLine, id, defaultCosts(checks))
+}
+
+// defaultCosts returns checks with each Cost of 0 made 1, without changing
+// the caller's slice.
+func defaultCosts(checks []Check) []Check {
 	if slices.ContainsFunc(checks, func(c Check) bool { return c.Cost == 0 }) {
 		checks = slices.Clone(checks) // the caller's slice is not ours to change
 		for i := range checks {
@@ -56,12 +83,19 @@ func (l *Limiter) AllowMulti(ctx context.Context, checks []Check) (MultiDecision
 			}
 		}
 	}
-	return l.decide(ctx, "allow", true, checks)
+	return checks
 }
 
-// decide validates checks, runs the decision script once over all of them,
-// and reads the reply. record is false for Peek.
-func (l *Limiter) decide(ctx context.Context, op string, record bool, checks []Check) (MultiDecision, error) {
+// Modes of the decision script, its ARGV[1].
+const (
+	modePeek  = "0" // record nothing
+	modeAllow = "1" // record when every check allows
+	modeLine  = "2" // as modeAllow, and a denied caller takes a place in line
+)
+
+// decide validates checks, runs the decision script once over all of them in
+// the given mode, and reads the reply. id is the caller of modeLine.
+func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Check) (MultiDecision, error) {
 	if l.err != nil {
 		return MultiDecision{}, l.err
 	}
@@ -72,15 +106,16 @@ func (l *Limiter) decide(ctx context.Context, op string, record bool, checks []C
 		return fail(fmt.Errorf("%w: no checks", ErrInvalidKey))
 	}
 
-	keys := make([]string, len(checks))
-	args := make([]any, 1, 1+3*len(checks))
-	args[0] = "0"
-	if record {
-		args[0] = "1"
+	n := len(checks)
+	keys := make([]string, n, 2*n)
+	args := make([]any, 3, 3+3*n)
+	args[0], args[1], args[2] = mode, id, 0
+	if mode == modeLine {
+		args[2] = l.lineGrace.Microseconds()
 	}
 	var group string
 	for i, c := range checks {
-		rkey, g, err := l.redisKey(c.Key)
+		rk, err := l.redisKey(c.Key)
 		if err != nil {
 			return fail(err)
 		}
@@ -91,16 +126,17 @@ func (l *Limiter) decide(ctx context.Context, op string, record bool, checks []C
 			return fail(fmt.Errorf("%w: cost %d for key %s must be 1 to the limit %d", ErrInvalidCost, c.Cost, quoteKey(c.Key), c.Policy.Limit))
 		}
 		if i == 0 {
-			group = g
-		} else if g != group {
-			return fail(fmt.Errorf("%w: key %s is in group %q, key %s in %q", ErrMixedGroups, quoteKey(checks[0].Key), group, quoteKey(c.Key), g))
+			group = rk.group
+		} else if rk.group != group {
+			return fail(fmt.Errorf("%w: key %s is in group %q, key %s in %q", ErrMixedGroups, quoteKey(checks[0].Key), group, quoteKey(c.Key), rk.group))
 		}
-		for j := range i {
-			if keys[j] == rkey {
-				return fail(fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, quoteKey(c.Key)))
-			}
+		if slices.Contains(keys[:i], rk.window) {
+			return fail(fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, quoteKey(c.Key)))
 		}
-		keys[i] = rkey
+		keys[i] = rk.window
+		if mode == modeLine {
+			keys = append(keys, rk.line)
+		}
 		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost)
 	}
 
@@ -108,8 +144,8 @@ func (l *Limiter) decide(ctx context.Context, op string, record bool, checks []C
 	if err != nil {
 		return fail(err)
 	}
-	if len(reply) != 1+4*len(checks) {
-		return fail(fmt.Errorf("decision script replied %d values for %d keys", len(reply), len(checks)))
+	if len(reply) != 3+4*n {
+		return fail(fmt.Errorf("decision script replied %d values for %d keys", len(reply), n))
 	}
 	return readReply(reply, checks), nil
 }
@@ -148,6 +184,13 @@ func readReply(reply []int64, checks []Check) MultiDecision {
 	md.Remaining = md.Checks[rep].Remaining
 	for _, d := range md.Checks {
 		md.Remaining = min(md.Remaining, d.Remaining)
+	}
+	if line := int(reply[4*len(checks)+2]); line > 0 {
+		// Denied in line mode: come back at the place in line.
+		md.Denied = line - 1
+		md.Limit = md.Checks[md.Denied].Limit
+		md.Count = md.Checks[md.Denied].Count
+		md.RetryAfter = time.Duration(reply[4*len(checks)+1]) * time.Microsecond
 	}
 	return md
 }
