@@ -18,3 +18,7 @@ var allowSource string
 // Allow is the sliding-window log decision over one or more keys, all or
 // nothing: see allow.lua for its KEYS, ARGV and reply.
 var Allow = redis.NewScript(allowSource)
+
+// AllowSource returns the text of allow.lua, the script Allow runs. Tests use
+// it to build variants, such as one whose clock is fixed.
+func AllowSource() string { return allowSource }

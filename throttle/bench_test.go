@@ -77,3 +77,40 @@ func BenchmarkAllow(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMemoryPerUnit fills keys of growing limits, one admitted unit per
+// Allow, and reports the Redis memory each admitted unit takes: MEMORY USAGE
+// of the full key (SAMPLES 0, every member counted) over its limit. This is
+// the figure behind MaxLimit.
+func BenchmarkMemoryPerUnit(b *testing.B) {
+	rdb := redistest.Client(b)
+	prefix := redistest.Prefix(b)
+	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	ctx := context.Background()
+	defer func() {
+		for _, k := range redistest.Keys(b, rdb, prefix) {
+			rdb.Del(ctx, k)
+		}
+	}()
+	for _, limit := range []int{10, 100, 1000, 10_000} {
+		b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {
+			p := throttle.Policy{Limit: limit, Window: time.Hour}
+			var bytes int64
+			for i := range b.N {
+				key := fmt.Sprintf("sms:tenant:%d:%d", limit, i)
+				for range limit {
+					if d, err := l.Allow(ctx, key, p); err != nil || !d.Allowed {
+						b.Fatalf("Allow(%q) = %+v, %v", key, d, err)
+					}
+				}
+				n, err := rdb.MemoryUsage(ctx, redisKey(b, l, key), 0).Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				bytes += n
+				rdb.Del(ctx, redisKey(b, l, key))
+			}
+			b.ReportMetric(float64(bytes)/float64(b.N)/float64(limit), "B/unit")
+		})
+	}
+}

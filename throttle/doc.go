@@ -21,6 +21,23 @@
 // Policies travel with each call and are never stored: changing a Limit or a
 // Window applies at once to keys that already hold entries.
 //
+// # One window per key
+//
+// A key has one Window. Every call prunes the key's entries older than the
+// calling policy's Window, so alternating PerSecond and PerMinute on the same
+// key drops, at each per-second call, the entries the per-minute policy still
+// needed: the longer window under-counts and admits more than its limit. To
+// hold a caller to a burst limit and a sustained one, give each its own key
+// and check both with AllowMulti:
+//
+//	l.AllowMulti(ctx, []throttle.Check{
+//		{Key: "acme:sec", Policy: throttle.PerSecond(10), Cost: 1},
+//		{Key: "acme:min", Policy: throttle.PerMinute(300), Cost: 1},
+//	})
+//
+// Cost is 1 to the policy's Limit everywhere: AllowN's n and every Check's
+// Cost. A Cost of 0 is ErrInvalidCost, not a default of 1.
+//
 // # Keys
 //
 // Any non-empty string is a key. The Redis key is

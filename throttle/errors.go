@@ -3,18 +3,22 @@ package throttle
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Errors for bad input, matched with errors.Is. A call that returns one of
 // them has sent nothing to Redis.
 var (
-	// ErrInvalidKey reports an empty key, or a key whose group is empty.
+	// ErrInvalidKey reports an empty key, a key whose group is empty, an
+	// AllowMulti or AllowInLine call with no checks, or an AllowInLine call
+	// with an empty caller id.
 	ErrInvalidKey = errors.New("invalid key")
 
 	// ErrInvalidPolicy reports a Policy whose Limit or Window is out of range.
 	ErrInvalidPolicy = errors.New("invalid policy")
 
-	// ErrInvalidCost reports a cost below 1 or above the policy's Limit.
+	// ErrInvalidCost reports a cost below 1 or above the policy's Limit: the
+	// n of AllowN, or a Check's Cost (0 included).
 	ErrInvalidCost = errors.New("invalid cost")
 
 	// ErrDuplicateKey reports a key given twice to one AllowMulti call.
@@ -30,12 +34,17 @@ var (
 	ErrInvalidConfig = errors.New("invalid limiter configuration")
 )
 
-// quoteKey quotes a key for an error message, cut short so that a 1 MB key
-// does not make a 1 MB message.
+// quoteKey quotes a key (or group) for an error message, cut short so that a
+// 1 MB key does not make a 1 MB message. The cut backs off to the start of a
+// UTF-8 character rather than split one into escaped bytes.
 func quoteKey(key string) string {
 	const max = 64
 	if len(key) <= max {
 		return fmt.Sprintf("%q", key)
 	}
-	return fmt.Sprintf("%q... (%d bytes)", key[:max], len(key))
+	cut := max
+	for cut > max-utf8.UTFMax && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q... (%d bytes)", key[:cut], len(key))
 }

@@ -38,9 +38,9 @@ func ExampleLimiter_AllowMulti() {
 	// A message counts against its tenant's quota and the provider
 	// account's limit, or against neither.
 	md, err := l.AllowMulti(ctx, []throttle.Check{
-		{Key: "sms:tenant:acme", Policy: throttle.PerMinute(100)},
-		{Key: "sms:tenant:acme:day", Policy: throttle.PerDay(5000)},
-		{Key: "sms:provider:twilio", Policy: throttle.Policy{Limit: 30, Window: time.Second}},
+		{Key: "sms:tenant:acme", Policy: throttle.PerMinute(100), Cost: 1},
+		{Key: "sms:tenant:acme:day", Policy: throttle.PerDay(5000), Cost: 1},
+		{Key: "sms:provider:twilio", Policy: throttle.Policy{Limit: 30, Window: time.Second}, Cost: 1},
 	})
 	if err != nil {
 		panic(err)

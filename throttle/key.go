@@ -54,7 +54,7 @@ func (l *Limiter) redisKey(key string) (redisKeys, error) {
 	}
 	g := l.group(key)
 	if g == "" {
-		return redisKeys{}, fmt.Errorf("%w: the group of key %s is empty", ErrInvalidKey, quoteKey(key))
+		return redisKeys{}, fmt.Errorf("%w: the key's group is empty", ErrInvalidKey)
 	}
 	group := encodeKeyPart(g)
 	tag, body := l.prefix+"{"+group+"}", encodeKeyPart(key)

@@ -83,8 +83,15 @@ func TestGroupsPlaceKeysInSlots(t *testing.T) {
 			byTenant := func(key string) string { tenant, _, _ := strings.Cut(key, "/"); return tenant }
 			l := throttle.NewLimiter(c, throttle.WithGroup(byTenant))
 			slot := func(key string) int64 { return c.ClusterKeySlot(ctx, redisKey(t, l, key)).Val() }
-			if slot("acme/sms") != slot("acme/email") || slot("acme/}{x}") != slot("acme/sms") {
+			if slot("acme/sms") != slot("acme/email") || slot("acme/}{x}") != slot("acme/sms") || slot("acme/{globex}") != slot("acme/sms") {
 				t.Errorf("keys of tenant acme are in different slots")
+			}
+			// Braces in a tenant are part of its group, not a hash tag: these
+			// keys name other tenants, and none lands in acme's slot.
+			for _, forged := range []string{"{acme}/sms", "acme}/sms", "{acme/sms", "x{acme}/sms", "}{acme}/sms"} {
+				if got, acme := slot(forged), slot("acme/sms"); got == acme {
+					t.Errorf("key %q forged tenant acme's slot %d", forged, acme)
+				}
 			}
 			slots := map[int64]bool{}
 			for _, tenant := range []string{"acme", "globex", "initech", "umbrella", "hooli", "{acme}", "acme}"} {

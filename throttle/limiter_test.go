@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -351,7 +352,7 @@ func TestEveryKeyExpires(t *testing.T) {
 		if _, err := l.Peek(ctx, "full", minute); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.AllowMulti(ctx, []throttle.Check{{Key: "m1", Policy: minute}, {Key: "m2", Policy: throttle.PerHour(5), Cost: 2}}); err != nil {
+		if _, err := l.AllowMulti(ctx, []throttle.Check{{Key: "m1", Policy: minute, Cost: 1}, {Key: "m2", Policy: throttle.PerHour(5), Cost: 2}}); err != nil {
 			t.Fatal(err)
 		}
 		keys := redistest.Keys(t, rdb, prefix)
@@ -428,20 +429,33 @@ func TestBadInputIsRejectedBeforeRedis(t *testing.T) {
 		{"cost above limit", func(ctx context.Context, e env) error { _, err := e.l.AllowN(ctx, "k", ok, 6); return err }, throttle.ErrInvalidCost},
 		{"multi: no checks", func(ctx context.Context, e env) error { _, err := e.l.AllowMulti(ctx, nil); return err }, throttle.ErrInvalidKey},
 		{"multi: one bad policy among good", func(ctx context.Context, e env) error {
-			_, err := e.l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok}, {Key: "b", Policy: throttle.Policy{Limit: 1}}})
+			_, err := e.l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok, Cost: 1}, {Key: "b", Policy: throttle.Policy{Limit: 1}, Cost: 1}})
 			return err
 		}, throttle.ErrInvalidPolicy},
 		{"multi: negative cost", func(ctx context.Context, e env) error {
-			_, err := e.l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok}, {Key: "b", Policy: ok, Cost: -1}})
+			_, err := e.l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok, Cost: 1}, {Key: "b", Policy: ok, Cost: -1}})
 			return err
 		}, throttle.ErrInvalidCost},
+		{"multi: zero cost", func(ctx context.Context, e env) error {
+			_, err := e.l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok, Cost: 1}, {Key: "b", Policy: ok}})
+			return err
+		}, throttle.ErrInvalidCost},
+		{"in line: zero cost", func(ctx context.Context, e env) error {
+			_, err := e.l.AllowInLine(ctx, "task", []throttle.Check{{Key: "a", Policy: ok}})
+			return err
+		}, throttle.ErrInvalidCost},
+		{"in line: no checks", func(ctx context.Context, e env) error { _, err := e.l.AllowInLine(ctx, "task", nil); return err }, throttle.ErrInvalidKey},
+		{"in line: empty caller id", func(ctx context.Context, e env) error {
+			_, err := e.l.AllowInLine(ctx, "", []throttle.Check{{Key: "a", Policy: ok, Cost: 1}})
+			return err
+		}, throttle.ErrInvalidKey},
 		{"multi: duplicate key", func(ctx context.Context, e env) error {
-			_, err := e.l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok}, {Key: "b", Policy: ok}, {Key: "a", Policy: throttle.PerDay(9)}})
+			_, err := e.l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok, Cost: 1}, {Key: "b", Policy: ok, Cost: 1}, {Key: "a", Policy: throttle.PerDay(9), Cost: 1}})
 			return err
 		}, throttle.ErrDuplicateKey},
 		{"multi: mixed groups", func(ctx context.Context, e env) error {
 			l := throttle.NewLimiter(e.rdb, throttle.WithPrefix(e.prefix), throttle.WithGroup(throttle.KeyGroup))
-			_, err := l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok}, {Key: "b", Policy: ok}})
+			_, err := l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok, Cost: 1}, {Key: "b", Policy: ok, Cost: 1}})
 			return err
 		}, throttle.ErrMixedGroups},
 		{"empty group", func(ctx context.Context, e env) error {
@@ -461,19 +475,66 @@ func TestBadInputIsRejectedBeforeRedis(t *testing.T) {
 			return throttle.NewLimiter(e.rdb, throttle.WithPrefix(e.prefix), throttle.WithGroup(nil)).Reset(ctx, "a")
 		}, throttle.ErrInvalidConfig},
 	}
-	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				err := tc.call(context.Background(), env{l, rdb, prefix})
-				if !errors.Is(err, tc.want) {
-					t.Fatalf("error = %v, want one matching %v", err, tc.want)
-				}
-				if keys := redistest.Keys(t, rdb, prefix); len(keys) != 0 {
-					t.Errorf("bad input wrote %q", keys)
-				}
-			})
-		}
-	})
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			prefix := redistest.Prefix(t)
+			// A client of this test's own, so that the hook counts only what
+			// the cases send; b.rdb looks for keys.
+			var counted redis.UniversalClient
+			if _, ok := b.rdb.(*redis.ClusterClient); ok {
+				counted = redistest.Cluster(t)
+			} else {
+				counted = redistest.Client(t)
+			}
+			var sent atomic.Int64
+			counted.AddHook(countHook{&sent})
+			l := throttle.NewLimiter(counted, throttle.WithPrefix(prefix))
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					sent.Store(0)
+					err := tc.call(ctx, env{l, counted, prefix})
+					if !errors.Is(err, tc.want) {
+						t.Fatalf("error = %v, want one matching %v", err, tc.want)
+					}
+					if n := sent.Load(); n != 0 {
+						t.Errorf("bad input sent %d commands to Redis", n)
+					}
+					if keys := redistest.Keys(t, b.rdb, prefix); len(keys) != 0 {
+						t.Errorf("bad input wrote %q", keys)
+					}
+				})
+			}
+			// The hook does see what a good call sends.
+			sent.Store(0)
+			if _, err := l.Allow(ctx, "k", ok); err != nil {
+				t.Fatal(err)
+			}
+			if sent.Load() == 0 {
+				t.Errorf("the counting hook saw no command of a good call")
+			}
+		})
+	}
+}
+
+// countHook counts the commands and pipelines a client sends.
+type countHook struct{ n *atomic.Int64 }
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
 }
 
 // env is what a case of TestBadInputIsRejectedBeforeRedis works with.
@@ -487,18 +548,41 @@ func TestBadInputErrorsNameTheProblem(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	l := throttle.NewLimiter(rdb, throttle.WithPrefix(redistest.Prefix(t)))
+	byTenant := throttle.NewLimiter(rdb, throttle.WithPrefix(redistest.Prefix(t)), throttle.WithGroup(func(key string) string {
+		tenant, _, _ := strings.Cut(key, "/")
+		return tenant
+	}))
 	ctx := context.Background()
 	cases := []struct {
 		err  func() error
 		want string
 	}{
 		{func() error { _, err := l.Allow(ctx, "", throttle.PerSecond(1)); return err }, `throttle: allow "": invalid key: the key is empty`},
-		{func() error { _, err := l.Allow(ctx, "sms:acme", throttle.PerSecond(0)); return err }, `throttle: allow "sms:acme": key "sms:acme": invalid policy: limit 0 is below 1`},
-		{func() error { _, err := l.AllowN(ctx, "sms:acme", throttle.PerSecond(3), 4); return err }, `throttle: allow "sms:acme": invalid cost: cost 4 for key "sms:acme" must be 1 to the limit 3`},
+		{func() error { _, err := l.Allow(ctx, "sms:acme", throttle.PerSecond(0)); return err }, `throttle: allow "sms:acme": invalid policy: limit 0 is below 1`},
+		{func() error { _, err := l.AllowN(ctx, "sms:acme", throttle.PerSecond(3), 4); return err }, `throttle: allow "sms:acme": invalid cost: cost 4 is not 1 to the limit 3`},
 		{func() error {
 			_, err := l.Peek(ctx, "k", throttle.Policy{Limit: 1, Window: time.Microsecond})
 			return err
-		}, `throttle: peek "k": key "k": invalid policy: window 1µs is shorter than 1ms`},
+		}, `throttle: peek "k": invalid policy: window 1µs is shorter than 1ms`},
+		{func() error {
+			_, err := l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: throttle.PerSecond(5), Cost: 1}, {Key: "b", Policy: throttle.PerSecond(5)}})
+			return err
+		}, `throttle: allow "a" and 1 more: key "b": invalid cost: cost 0 is not 1 to the limit 5`},
+		{func() error { _, err := l.AllowMulti(ctx, nil); return err }, `throttle: allow no keys: invalid key: no checks`},
+		{func() error {
+			_, err := byTenant.AllowMulti(ctx, []throttle.Check{{Key: "acme/sms", Policy: throttle.PerSecond(5), Cost: 1}, {Key: "{globex}/sms", Policy: throttle.PerSecond(5), Cost: 1}})
+			return err
+		}, `throttle: allow "acme/sms" and 1 more: keys in different groups: key "acme/sms" is in group "acme", key "{globex}/sms" in "{globex}"`},
+		{func() error {
+			_, err := throttle.NewLimiter(rdb, throttle.WithGroup(func(string) string { return "" })).Allow(ctx, "a", throttle.PerSecond(1))
+			return err
+		}, `throttle: allow "a": invalid key: the key's group is empty`},
+		// A long key is cut at 64 bytes, backing off to the start of the
+		// three-byte character that the 64th byte is in.
+		{func() error {
+			_, err := l.Allow(ctx, strings.Repeat("a", 63)+"日本", throttle.PerSecond(0))
+			return err
+		}, `throttle: allow "` + strings.Repeat("a", 63) + `"... (69 bytes): invalid policy: limit 0 is below 1`},
 	}
 	for _, tc := range cases {
 		if err := tc.err(); err == nil || err.Error() != tc.want {

@@ -19,7 +19,7 @@ func TestLineSpreadsReturns(t *testing.T) {
 	p := throttle.Policy{Limit: 5, Window: 10 * time.Second}
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		ctx := context.Background()
-		checks := []throttle.Check{{Key: "tenant", Policy: p}}
+		checks := []throttle.Check{{Key: "tenant", Policy: p, Cost: 1}}
 		for i := range 5 {
 			md, err := l.AllowInLine(ctx, fmt.Sprint("first-", i), checks)
 			if err != nil || !md.Allowed {
@@ -59,7 +59,7 @@ func TestLinePlaces(t *testing.T) {
 	p := throttle.Policy{Limit: 1, Window: 300 * time.Millisecond}
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		ctx := context.Background()
-		checks := []throttle.Check{{Key: "k", Policy: p}}
+		checks := []throttle.Check{{Key: "k", Policy: p, Cost: 1}}
 		line := func() []string {
 			rkey := redisKey(t, l, "k")
 			// The line's key sits beside the window's: "}line:" for "}:".
@@ -126,7 +126,7 @@ func TestLineForgetsAbandonedPlaces(t *testing.T) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
 		ctx := context.Background()
 		l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix), throttle.WithLineGrace(50*time.Millisecond))
-		checks := []throttle.Check{{Key: "k", Policy: p}}
+		checks := []throttle.Check{{Key: "k", Policy: p, Cost: 1}}
 		l.AllowInLine(ctx, "a", checks)
 		md, err := l.AllowInLine(ctx, "gone", checks)
 		if err != nil || md.Allowed {

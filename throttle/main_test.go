@@ -79,11 +79,11 @@ func scores(t *testing.T, rdb redis.UniversalClient, rkey string) []int64 {
 	return out
 }
 
-func redisKey(t *testing.T, l *throttle.Limiter, key string) string {
-	t.Helper()
+func redisKey(tb testing.TB, l *throttle.Limiter, key string) string {
+	tb.Helper()
 	rkey, err := l.RedisKey(key)
 	if err != nil {
-		t.Fatalf("RedisKey(%q): %v", key, err)
+		tb.Fatalf("RedisKey(%q): %v", key, err)
 	}
 	return rkey
 }

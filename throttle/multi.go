@@ -20,7 +20,8 @@ type Check struct {
 	Policy Policy
 
 	// Cost is the number of units the request takes from this key's window,
-	// 1 to Policy.Limit; 0 means 1.
+	// 1 to Policy.Limit. There is no default: 0 is an error (ErrInvalidCost),
+	// as it is for AllowN, so a forgotten Cost cannot pass unnoticed.
 	Cost int
 }
 
@@ -46,10 +47,13 @@ type MultiDecision struct {
 // AllowMulti decides whether a request fits every check at once, and records
 // it in every window only if so: all or nothing, in one atomic script. This is
 // how a task is held to its tenant's quota, its provider's account-wide limit
-// and a daily cap together. All keys must be distinct and in one group (see
-// WithGroup); with the default grouping any keys combine.
+// and a daily cap together, or a key to a burst and a sustained limit (give
+// each its own key: see "One window per key" in the package documentation).
+// All keys must be distinct and in one group (see WithGroup); with the
+// default grouping any keys combine. Every Check needs a Cost of 1 to its
+// Limit. With no checks it returns an error wrapping ErrInvalidKey.
 func (l *Limiter) AllowMulti(ctx context.Context, checks []Check) (MultiDecision, error) {
-	return l.decide(ctx, "allow", modeAllow, "", defaultCosts(checks))
+	return l.decide(ctx, "allow", modeAllow, "", checks)
 }
 
 // AllowInLine is AllowMulti for callers that come back when told, such as
@@ -69,21 +73,7 @@ func (l *Limiter) AllowInLine(ctx context.Context, id string, checks []Check) (M
 	if id == "" {
 		return MultiDecision{}, fmt.Errorf("throttle: allow in line %s: %w: the caller id is empty", describe(checks), ErrInvalidKey)
 	}
-	return l.decide(ctx, "allow in line", modeLine, id, defaultCosts(checks))
-}
-
-// defaultCosts returns checks with each Cost of 0 made 1, without changing
-// the caller's slice.
-func defaultCosts(checks []Check) []Check {
-	if slices.ContainsFunc(checks, func(c Check) bool { return c.Cost == 0 }) {
-		checks = slices.Clone(checks) // the caller's slice is not ours to change
-		for i := range checks {
-			if checks[i].Cost == 0 {
-				checks[i].Cost = 1
-			}
-		}
-	}
-	return checks
+	return l.decide(ctx, "allow in line", modeLine, id, checks)
 }
 
 // Modes of the decision script, its ARGV[1].
@@ -113,22 +103,31 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 	if mode == modeLine {
 		args[2] = l.lineGrace.Microseconds()
 	}
+	// failCheck names the check at fault when the call has several; the
+	// message of a single-check call already names its key.
+	failCheck := func(c Check, err error) (MultiDecision, error) {
+		if n > 1 {
+			err = fmt.Errorf("key %s: %w", quoteKey(c.Key), err)
+		}
+		return fail(err)
+	}
 	var group string
 	for i, c := range checks {
 		rk, err := l.redisKey(c.Key)
 		if err != nil {
-			return fail(err)
+			return failCheck(c, err)
 		}
 		if err := c.Policy.Validate(); err != nil {
-			return fail(fmt.Errorf("key %s: %w", quoteKey(c.Key), err))
+			return failCheck(c, err)
 		}
 		if c.Cost < 1 || c.Cost > c.Policy.Limit {
-			return fail(fmt.Errorf("%w: cost %d for key %s must be 1 to the limit %d", ErrInvalidCost, c.Cost, quoteKey(c.Key), c.Policy.Limit))
+			return failCheck(c, fmt.Errorf("%w: cost %d is not 1 to the limit %d", ErrInvalidCost, c.Cost, c.Policy.Limit))
 		}
 		if i == 0 {
 			group = rk.group
 		} else if rk.group != group {
-			return fail(fmt.Errorf("%w: key %s is in group %q, key %s in %q", ErrMixedGroups, quoteKey(checks[0].Key), group, quoteKey(c.Key), rk.group))
+			return fail(fmt.Errorf("%w: key %s is in group %s, key %s in %s", ErrMixedGroups,
+				quoteKey(checks[0].Key), quoteKey(l.group(checks[0].Key)), quoteKey(c.Key), quoteKey(l.group(c.Key))))
 		}
 		if slices.Contains(keys[:i], rk.window) {
 			return fail(fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, quoteKey(c.Key)))

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -21,8 +22,8 @@ func TestAllowMultiIsAllOrNothing(t *testing.T) {
 		send := func(who string) throttle.MultiDecision {
 			t.Helper()
 			md, err := l.AllowMulti(ctx, []throttle.Check{
-				{Key: "tenant:" + who, Policy: tenant},
-				{Key: "provider", Policy: provider},
+				{Key: "tenant:" + who, Policy: tenant, Cost: 1},
+				{Key: "provider", Policy: provider, Cost: 1},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -64,7 +65,8 @@ func TestAllowMultiIsAllOrNothing(t *testing.T) {
 }
 
 // TestAllowMultiStrictest checks how the combined decision is made from the
-// checks: largest RetryAfter and ResetAfter, smallest Remaining.
+// checks: largest RetryAfter and ResetAfter, smallest Remaining, whatever
+// the position of the check that gives each.
 func TestAllowMultiStrictest(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
@@ -74,28 +76,33 @@ func TestAllowMultiStrictest(t *testing.T) {
 		roomy := throttle.PerHour(100)
 		mustAllowN(t, l, "second", second, 1)
 		mustAllowN(t, l, "hour", hour, 1)
+		// The hourly check, in the middle, has the largest RetryAfter and
+		// ResetAfter: neither the first nor the last check gives them.
 		md, err := l.AllowMulti(ctx, []throttle.Check{
+			{Key: "second", Policy: second, Cost: 1},
+			{Key: "hour", Policy: hour, Cost: 1},
 			{Key: "roomy", Policy: roomy, Cost: 10},
-			{Key: "second", Policy: second},
-			{Key: "hour", Policy: hour},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if md.Allowed || md.Denied != 2 {
-			t.Fatalf("decision = %+v, want denied by the hourly check (index 2)", md)
+		if md.Allowed || md.Denied != 1 {
+			t.Fatalf("decision = %+v, want denied by the hourly check (index 1)", md)
 		}
-		if md.RetryAfter != md.Checks[2].RetryAfter || md.RetryAfter < 59*time.Minute {
-			t.Errorf("RetryAfter = %v, want the hourly check's %v", md.RetryAfter, md.Checks[2].RetryAfter)
+		if md.RetryAfter != md.Checks[1].RetryAfter || md.RetryAfter < 59*time.Minute {
+			t.Errorf("RetryAfter = %v, want the hourly check's %v", md.RetryAfter, md.Checks[1].RetryAfter)
 		}
-		if md.Checks[1].RetryAfter > time.Second || md.Checks[1].Allowed {
-			t.Errorf("per-second check = %+v", md.Checks[1])
+		if md.Checks[0].RetryAfter > time.Second || md.Checks[0].Allowed {
+			t.Errorf("per-second check = %+v", md.Checks[0])
 		}
-		if md.ResetAfter != md.Checks[2].ResetAfter || md.Remaining != 0 {
-			t.Errorf("ResetAfter %v Remaining %d, want the largest reset and 0", md.ResetAfter, md.Remaining)
+		if md.ResetAfter != md.Checks[1].ResetAfter || md.ResetAfter < 59*time.Minute {
+			t.Errorf("ResetAfter = %v, want the hourly check's %v", md.ResetAfter, md.Checks[1].ResetAfter)
 		}
-		if !md.Checks[0].Allowed || md.Checks[0].Count != 0 {
-			t.Errorf("roomy check = %+v, want allowed alone, nothing recorded", md.Checks[0])
+		if md.Remaining != 0 {
+			t.Errorf("Remaining = %d, want 0", md.Remaining)
+		}
+		if !md.Checks[2].Allowed || md.Checks[2].Count != 0 || md.Checks[2].ResetAfter != 0 {
+			t.Errorf("roomy check = %+v, want allowed alone, nothing recorded", md.Checks[2])
 		}
 
 		md, err = l.AllowMulti(ctx, []throttle.Check{
@@ -112,21 +119,62 @@ func TestAllowMultiStrictest(t *testing.T) {
 	})
 }
 
-// TestAllowMultiLeavesCallersSliceAlone: a Cost of 0 means 1 without
-// changing the caller's checks.
-func TestAllowMultiLeavesCallersSliceAlone(t *testing.T) {
+// TestAllowMultiDeniedRemainingIsTheLeast: in a denied call, Remaining is the
+// least room of any check, even when a check that allows has less room than
+// the one that denies (a cost too big for the room left); ResetAfter is the
+// largest, here the first check's.
+func TestAllowMultiDeniedRemainingIsTheLeast(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
-		checks := []throttle.Check{{Key: "a", Policy: throttle.PerHour(3)}, {Key: "b", Policy: throttle.PerHour(3), Cost: 2}}
-		md, err := l.AllowMulti(context.Background(), checks)
+		ctx := context.Background()
+		long := throttle.PerHour(100)
+		big := throttle.PerMinute(10)
+		tight := throttle.PerMinute(5)
+		mustAllowN(t, l, "long", long, 1)
+		mustAllowN(t, l, "big", big, 8)
+		mustAllowN(t, l, "tight", tight, 4)
+		md, err := l.AllowMulti(ctx, []throttle.Check{
+			{Key: "long", Policy: long, Cost: 1},
+			{Key: "big", Policy: big, Cost: 3},     // 2 left: denied
+			{Key: "tight", Policy: tight, Cost: 1}, // 1 left: allowed alone
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if md.Checks[0].Count != 1 || md.Checks[1].Count != 2 {
-			t.Errorf("counts = %d, %d, want 1, 2", md.Checks[0].Count, md.Checks[1].Count)
+		if md.Allowed || md.Denied != 1 {
+			t.Fatalf("decision = %+v, want denied by check 1", md)
 		}
-		if checks[0].Cost != 0 {
-			t.Errorf("AllowMulti changed the caller's Cost to %d", checks[0].Cost)
+		got := []int{md.Checks[0].Remaining, md.Checks[1].Remaining, md.Checks[2].Remaining, md.Remaining}
+		if diff := cmp.Diff([]int{99, 2, 1, 1}, got); diff != "" {
+			t.Errorf("Remaining of the checks and of the call (-want +got):\n%s", diff)
+		}
+		if md.Limit != big.Limit || md.Count != 8 || md.RetryAfter != md.Checks[1].RetryAfter {
+			t.Errorf("decision = %+v, want the denying check's Limit, Count and RetryAfter", md.Decision)
+		}
+		if md.ResetAfter != md.Checks[0].ResetAfter || md.ResetAfter < 59*time.Minute {
+			t.Errorf("ResetAfter = %v, want the hourly check's %v", md.ResetAfter, md.Checks[0].ResetAfter)
+		}
+	})
+}
+
+// TestCheckCostZeroIsRejected: a Check's Cost has no default; 0 is an error,
+// as AllowN(..., 0) is, and nothing is recorded.
+func TestCheckCostZeroIsRejected(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		checks := []throttle.Check{{Key: "a", Policy: throttle.PerHour(3), Cost: 1}, {Key: "b", Policy: throttle.PerHour(3)}}
+		if _, err := l.AllowMulti(ctx, checks); !errors.Is(err, throttle.ErrInvalidCost) {
+			t.Errorf("AllowMulti with Cost 0: error = %v, want ErrInvalidCost", err)
+		}
+		if _, err := l.AllowInLine(ctx, "task-1", checks[1:]); !errors.Is(err, throttle.ErrInvalidCost) {
+			t.Errorf("AllowInLine with Cost 0: error = %v, want ErrInvalidCost", err)
+		}
+		if _, err := l.AllowN(ctx, "a", throttle.PerHour(3), 0); !errors.Is(err, throttle.ErrInvalidCost) {
+			t.Errorf("AllowN(0): error = %v, want ErrInvalidCost", err)
+		}
+		if keys := rdbKeys(t, rdb, prefix); len(keys) != 0 {
+			t.Errorf("calls with Cost 0 wrote %q", keys)
 		}
 	})
 }

@@ -8,9 +8,14 @@ import (
 // Bounds of a Policy.
 const (
 	// MaxLimit is the largest Limit a Policy may have. The sliding log keeps
-	// one sorted-set member per admitted unit, about 100 bytes of Redis
-	// memory each, so a million units is about 100 MB for one key.
-	MaxLimit = 1_000_000
+	// one sorted-set member per admitted unit: about 130 bytes of Redis
+	// memory each once a key holds more than 128 (40 or fewer below, where
+	// Redis packs small sets), as measured by
+	// `go test -run '^$' -bench MemoryPerUnit ./throttle`. A full key of
+	// MaxLimit units is then 12 to 13 MB, and an AllowN of cost MaxLimit
+	// writes that many members in one script, during which Redis serves no
+	// one else.
+	MaxLimit = 100_000
 
 	// MinWindow is the shortest Window a Policy may have.
 	MinWindow = time.Millisecond
@@ -70,7 +75,12 @@ func (p Policy) String() string { return fmt.Sprintf("%d/%v", p.Limit, p.Window)
 // RetryAfter equal to the time until the oldest of the ten entries is a minute
 // old.
 type Decision struct {
-	// Allowed reports whether the request was admitted (and recorded).
+	// Allowed reports whether the request fits. From Allow, AllowN and a
+	// MultiDecision's own Decision it means the request was admitted and
+	// recorded. From Peek it means a request of cost 1 would be admitted now;
+	// nothing is recorded. In MultiDecision.Checks it means the check alone
+	// would admit the request: when another check denies, nothing is
+	// recorded.
 	Allowed bool
 
 	// Limit is the policy's Limit.

@@ -51,6 +51,15 @@ func TestSeveralProcessesShareOneLimit(t *testing.T) {
 				if err := cmds[i].Start(); err != nil {
 					t.Fatal(err)
 				}
+				// After a failure below, the children are not waited for:
+				// kill them rather than leave them behind.
+				cmd := cmds[i]
+				t.Cleanup(func() {
+					if cmd.ProcessState == nil {
+						_ = cmd.Process.Kill()
+						_ = cmd.Wait()
+					}
+				})
 			}
 			// Release the processes together once all are connected.
 			ready, start := prefix+"{hammer}ready", prefix+"{hammer}start"

@@ -122,6 +122,12 @@ func startNode(ctx context.Context, bin string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	started := false
+	defer func() {
+		if !started {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	// A free port can be taken by someone else before redis-server binds it:
 	// try a few.
 	var lastErr error
@@ -140,8 +146,11 @@ func startNode(ctx context.Context, bin string) (string, error) {
 		if err := cmd.Start(); err != nil {
 			return "", fmt.Errorf("start %s: %w", bin, err)
 		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		// exited is closed once the process has exited, with its error in
+		// werr; closing rather than sending lets every select below see it.
+		exited := make(chan struct{})
+		var werr error
+		go func() { werr = cmd.Wait(); close(exited) }()
 		stop := func() {
 			_ = cmd.Process.Kill()
 			<-exited
@@ -157,7 +166,7 @@ func startNode(ctx context.Context, bin string) (string, error) {
 		})
 		_ = c.Close()
 		select {
-		case werr := <-exited:
+		case <-exited:
 			lastErr = fmt.Errorf("redis-server on %s exited: %v", addr, werr)
 			continue
 		default:
@@ -166,10 +175,10 @@ func startNode(ctx context.Context, bin string) (string, error) {
 			stop()
 			return "", fmt.Errorf("redis-server on %s never answered: %w", addr, err)
 		}
+		started = true
 		atExit(func() { stop(); _ = os.RemoveAll(dir) })
 		return addr, nil
 	}
-	_ = os.RemoveAll(dir)
 	return "", lastErr
 }
 

@@ -1,0 +1,345 @@
+package integration_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/producer"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// receipt is one POST the recording provider received.
+type receipt struct {
+	ID, Tenant, To string
+	At             time.Time
+	Status         int
+}
+
+// smsSink is an SMS provider webhook that records every request. It answers
+// 429 (Retry-After: 1) to the first request for tenant throttledTenant, and
+// 400 to the number rejectedNumber.
+type smsSink struct {
+	mu       sync.Mutex
+	got      []receipt
+	said429  bool
+	srv      *httptest.Server
+	notified chan struct{}
+}
+
+const (
+	throttledTenant = "busy"
+	rejectedNumber  = "+15550000400"
+)
+
+func newSMSSink(t *testing.T) *smsSink {
+	s := &smsSink{notified: make(chan struct{}, 1)}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ ID, Tenant, To, Body string }
+		data, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(data, &body); err != nil || r.Header.Get("Idempotency-Key") != body.ID {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		rec := receipt{ID: body.ID, Tenant: body.Tenant, To: body.To, At: time.Now(), Status: http.StatusOK}
+		s.mu.Lock()
+		switch {
+		case body.To == rejectedNumber:
+			rec.Status = http.StatusBadRequest
+		case body.Tenant == throttledTenant && !s.said429:
+			s.said429 = true
+			rec.Status = http.StatusTooManyRequests
+		}
+		s.got = append(s.got, rec)
+		s.mu.Unlock()
+		select {
+		case s.notified <- struct{}{}:
+		default:
+		}
+		switch rec.Status {
+		case http.StatusTooManyRequests:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "slow down", rec.Status)
+		case http.StatusBadRequest:
+			http.Error(w, "number not in service", rec.Status)
+		}
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *smsSink) receipts() []receipt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+// buildWorker compiles cmd/worker once per test binary.
+var buildWorker = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "sluice-worker-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "worker")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicehq/sluice/cmd/worker").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build cmd/worker: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// workerProc is one worker process.
+type workerProc struct {
+	cmd  *exec.Cmd
+	logs *strings.Builder
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit status, once done
+}
+
+func startWorkers(t *testing.T, n int, args ...string) []*workerProc {
+	t.Helper()
+	bin, err := buildWorker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := make([]*workerProc, n)
+	for i := range procs {
+		p := &workerProc{logs: new(strings.Builder), done: make(chan struct{})}
+		p.cmd = exec.Command(bin, args...)
+		p.cmd.Env = os.Environ()
+		p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.err = p.cmd.Wait(); close(p.done) }()
+		procs[i] = p
+		t.Cleanup(func() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			if t.Failed() {
+				t.Logf("worker %d logs:\n%s", i, p.logs)
+			}
+		})
+	}
+	return procs
+}
+
+func writePolicies(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// maxInWindow returns the most receipts in any span of length w, and the
+// ideal: the time the sending would take at exactly limit per w.
+func maxInWindow(times []time.Time, w time.Duration) int {
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	best, lo := 0, 0
+	for hi := range times {
+		for times[hi].Sub(times[lo]) >= w {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+// TestDeliveryThroughThrottledWorkers runs three worker processes against a
+// recording SMS provider and checks every guarantee from the provider's side.
+func TestDeliveryThroughThrottledWorkers(t *testing.T) {
+	url := redistest.URL(t)
+	rdb := redistest.Client(t)
+	sink := newSMSSink(t)
+	queue := "it-" + strings.TrimSuffix(redistest.Prefix(t), ":")
+	prefix := redistest.Prefix(t)
+	const window = time.Second
+	policies := writePolicies(t, `
+tasks:
+  sms:send:
+    - name: tenant-per-second
+      scope: tenant
+      limit: 4
+      window: 1s
+      tenants:
+        big: { limit: 8 }
+    - name: provider
+      scope: global
+      limit: 10
+      window: 1s
+`)
+	procs := startWorkers(t, 3, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
+		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "8", "--log-level", "warn")
+
+	ctx := context.Background()
+	pc := producer.NewClientFromRedisClient(rdb)
+	defer pc.Close()
+	want := map[string]string{} // task ID -> tenant, tasks that must be delivered
+	enqueue := func(tenant, to string, opts ...asynq.Option) string {
+		t.Helper()
+		info, err := pc.EnqueueSMS(ctx, tenant, producer.SMS{To: to, Body: "hello " + tenant}, append(opts, asynq.Queue(queue))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.ID
+	}
+	counts := map[string]int{"acme": 30, "big": 40, "small": 15, throttledTenant: 3}
+	for tenant, n := range counts {
+		for i := range n {
+			var opts []asynq.Option
+			if i%2 == 0 {
+				opts = append(opts, asynq.MaxRetry(0)) // throttled, never archived
+			}
+			want[enqueue(tenant, fmt.Sprintf("+1555%07d", i), opts...)] = tenant
+		}
+	}
+	rejected := enqueue("acme", rejectedNumber)
+	malformed, err := asynq.NewClientFromRedisClient(rdb).Enqueue(
+		asynq.NewTaskWithHeaders(producer.TypeSMS, []byte(`{"to": 5}`), map[string]string{producer.HeaderTenant: "acme"}),
+		asynq.Queue(queue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+
+	// Midway, SIGTERM one worker: it finishes what it runs and exits;
+	// nothing it held may be lost.
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	delivered := func() map[string]int {
+		got := map[string]int{}
+		for _, r := range sink.receipts() {
+			if r.Status == http.StatusOK {
+				got[r.ID]++
+			}
+		}
+		return got
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	terminated := false
+	for len(delivered()) < len(want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90 s the provider has %d of %d tasks", len(delivered()), len(want))
+		}
+		if !terminated && len(delivered()) >= len(want)/3 {
+			terminated = true
+			if err := procs[0].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-sink.notified:
+		case <-time.After(time.Second):
+		}
+	}
+	elapsed := time.Since(start)
+	if terminated {
+		select {
+		case <-procs[0].done:
+			if procs[0].err != nil {
+				t.Errorf("worker stopped by SIGTERM exited with %v\n%s", procs[0].err, procs[0].logs)
+			}
+		case <-time.After(40 * time.Second):
+			t.Errorf("worker did not exit within 40 s of SIGTERM")
+		}
+	}
+
+	got := delivered()
+	for id, n := range got {
+		if _, ok := want[id]; !ok {
+			t.Errorf("provider got unexpected task %s", id)
+		}
+		if n != 1 {
+			t.Errorf("task %s delivered %d times", id, n)
+		}
+	}
+
+	// No window exceeded, per tenant and overall, as the provider saw it.
+	byTenant := map[string][]time.Time{}
+	var all []time.Time
+	for _, r := range sink.receipts() {
+		if r.Status == http.StatusOK || r.Status == http.StatusTooManyRequests || r.Status == http.StatusBadRequest {
+			byTenant[r.Tenant] = append(byTenant[r.Tenant], r.At)
+			all = append(all, r.At)
+		}
+	}
+	limits := map[string]int{"acme": 4, "big": 8, "small": 4, throttledTenant: 4}
+	for tenant, times := range byTenant {
+		if got := maxInWindow(times, window); got > limits[tenant] {
+			t.Errorf("tenant %s: provider saw %d in one window, limit %d", tenant, got, limits[tenant])
+		}
+	}
+	if got := maxInWindow(all, window); got > 10 {
+		t.Errorf("provider saw %d in one window, global limit 10", got)
+	}
+
+	// The 429 was honoured: the retry of that task came at least 1 s later.
+	var first429 receipt
+	for _, r := range sink.receipts() {
+		if r.Status == http.StatusTooManyRequests {
+			first429 = r
+		}
+	}
+	if first429.ID == "" {
+		t.Errorf("the provider never answered 429")
+	} else {
+		for _, r := range sink.receipts() {
+			if r.ID == first429.ID && r.Status == http.StatusOK && r.At.Sub(first429.At) < time.Second {
+				t.Errorf("task %s came back %v after a 429 with Retry-After: 1", r.ID, r.At.Sub(first429.At))
+			}
+		}
+	}
+
+	// Permanent failures are archived with the provider's message, and the
+	// throttled MaxRetry(0) tasks were not.
+	waitArchived := func(id, wantMsg string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			info, err := inspector.GetTaskInfo(queue, id)
+			if err == nil && info.State == asynq.TaskStateArchived {
+				if !strings.Contains(info.LastErr, wantMsg) {
+					t.Errorf("archived task %s: last error %q, want it to mention %q", id, info.LastErr, wantMsg)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("task %s not archived: %+v, %v", id, info, err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitArchived(rejected, "number not in service")
+	waitArchived(malformed.ID, "to")
+	archived, err := inspector.ListArchivedTasks(queue, asynq.PageSize(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(archived) != 2 {
+		t.Errorf("%d archived tasks, want 2 (the rejected number and the malformed payload)", len(archived))
+	}
+
+	// Throughput while the backlog drained, against the binding limit: the
+	// global 10/s (the tenants' quotas add up to 20/s).
+	ideal := time.Duration(float64(len(want)-10) / 10 * float64(time.Second))
+	t.Logf("delivered %d tasks in %v; ideal at the global limit of 10/s: %v; utilization %.2f",
+		len(want), elapsed.Round(10*time.Millisecond), ideal, float64(ideal)/float64(elapsed))
+}

@@ -1,0 +1,82 @@
+// Package cli holds what Sluice's commands share: flags that fall back on
+// environment variables, the Redis URL, and one-line errors.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Parse parses args into fs after applying env: for each flag name in env
+// whose flag is not given on the command line, the environment variable
+// named env[name], when set, gives the value. It returns flag.ErrHelp for
+// -h or --help (usage is already printed), and otherwise a one-line error
+// naming the bad flag or variable.
+func Parse(fs *flag.FlagSet, args []string, env map[string]string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, variable := range env {
+		v, ok := os.LookupEnv(variable)
+		if !ok || given[name] {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("environment variable %s: %v", variable, err)
+		}
+	}
+	return nil
+}
+
+// Usage returns a usage function for fs that prints synopsis, then each
+// flag with its environment variable.
+func Usage(fs *flag.FlagSet, synopsis string, env map[string]string) func() {
+	return func() {
+		w := fs.Output()
+		fmt.Fprintln(w, strings.TrimSpace(synopsis))
+		fmt.Fprintln(w, "\nFlags:")
+		fs.VisitAll(func(f *flag.Flag) {
+			name, usage := flag.UnquoteUsage(f)
+			line := "  --" + f.Name
+			if name != "" {
+				line += " " + name
+			}
+			fmt.Fprintln(w, line)
+			detail := "    \t" + usage
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+				detail += " (default " + f.DefValue + ")"
+			}
+			if v, ok := env[f.Name]; ok {
+				detail += " [$" + v + "]"
+			}
+			fmt.Fprintln(w, detail)
+		})
+	}
+}
+
+// RedisClient returns a client for a redis:// or rediss:// URL.
+func RedisClient(url string) (redis.UniversalClient, error) {
+	if url == "" {
+		return nil, errors.New("no Redis: set --redis or REDIS_URL")
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("--redis %q: %v", url, err)
+	}
+	return redis.NewClient(opt), nil
+}

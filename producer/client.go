@@ -1,0 +1,123 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// Client enqueues validated tasks on Redis. It is safe for concurrent use
+// by multiple goroutines.
+type Client struct {
+	rdb  redis.UniversalClient
+	aq   *asynq.Client
+	owns bool  // Close closes rdb
+	err  error // returned by every call when the Client was built wrong
+}
+
+// NewClient returns a Client that connects to Redis with r, for example an
+// asynq.RedisClientOpt or the result of asynq.ParseRedisURI. The Client owns
+// the connection: Close closes it. A nil r, or one whose MakeRedisClient
+// does not return a redis.UniversalClient, gives a Client whose every call
+// returns an error.
+func NewClient(r asynq.RedisConnOpt) *Client {
+	if r == nil {
+		return &Client{err: errors.New("producer: NewClient: the Redis connection option is nil")}
+	}
+	rdb, ok := r.MakeRedisClient().(redis.UniversalClient)
+	if !ok {
+		return &Client{err: fmt.Errorf("producer: NewClient: unsupported Redis connection option %T", r)}
+	}
+	c := NewClientFromRedisClient(rdb)
+	c.owns = true
+	return c
+}
+
+// NewClientFromRedisClient returns a Client that enqueues through rdb, a
+// plain, failover or cluster client. The caller owns rdb: Close does not
+// close it. A nil rdb gives a Client whose every call returns an error.
+func NewClientFromRedisClient(rdb redis.UniversalClient) *Client {
+	if rdb == nil {
+		return &Client{err: errors.New("producer: NewClientFromRedisClient: the Redis client is nil")}
+	}
+	return &Client{rdb: rdb, aq: asynq.NewClientFromRedisClient(rdb)}
+}
+
+// Close closes the Redis connection if NewClient made it; otherwise it does
+// nothing. The Client cannot be used after Close.
+func (c *Client) Close() error {
+	if !c.owns {
+		return nil
+	}
+	if err := c.rdb.Close(); err != nil {
+		return fmt.Errorf("producer: close Redis connection: %w", err)
+	}
+	return nil
+}
+
+// EnqueueSMS validates tenant and m, then enqueues a TypeSMS task for them.
+// opts are the asynq options of NewSMSTask. A validation error matches
+// ErrInvalid and nothing is sent to Redis.
+func (c *Client) EnqueueSMS(ctx context.Context, tenant string, m SMS, opts ...asynq.Option) (*asynq.TaskInfo, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	task, err := NewSMSTask(tenant, m, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return c.enqueue(ctx, task, tenant, nil)
+}
+
+// EnqueueEmail validates tenant and m, then enqueues a TypeEmail task for
+// them. opts are the asynq options of NewEmailTask. A validation error
+// matches ErrInvalid and nothing is sent to Redis.
+func (c *Client) EnqueueEmail(ctx context.Context, tenant string, m Email, opts ...asynq.Option) (*asynq.TaskInfo, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	task, err := NewEmailTask(tenant, m, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return c.enqueue(ctx, task, tenant, nil)
+}
+
+// Enqueue validates and enqueues a task built by NewSMSTask or
+// NewEmailTask, or one with the same type, payload and headers. opts
+// override the task's own options, as in asynq.Client.Enqueue, except
+// asynq.MaxRetry, which must be given when the task is built: the budget
+// is in the task's HeaderMaxRetry header, and the task is enqueued with
+// asynq.MaxRetry of the header plus one whatever options it carries.
+//
+// A validation error matches ErrInvalid and nothing is sent to Redis.
+// Errors from asynq are wrapped, so asynq.ErrTaskIDConflict and
+// asynq.ErrDuplicateTask match with errors.Is.
+func (c *Client) Enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	tenant, budget, err := checkTask(task)
+	if err != nil {
+		return nil, fmt.Errorf("producer: enqueue: %w", err)
+	}
+	for _, opt := range opts {
+		if opt != nil && opt.Type() == asynq.MaxRetryOpt {
+			return nil, fmt.Errorf("producer: enqueue %s for tenant %q: %w: %v: give MaxRetry to NewSMSTask or NewEmailTask, which record it in the %s header",
+				task.Type(), tenant, ErrInvalid, opt, HeaderMaxRetry)
+		}
+	}
+	return c.enqueue(ctx, task, tenant, append(opts[:len(opts):len(opts)], asynq.MaxRetry(budget+1)))
+}
+
+// enqueue sends a validated task to Redis.
+func (c *Client) enqueue(ctx context.Context, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
+	info, err := c.aq.EnqueueContext(ctx, task, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("producer: enqueue %s for tenant %q: %w", task.Type(), tenant, err)
+	}
+	return info, nil
+}

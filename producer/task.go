@@ -1,0 +1,130 @@
+package producer
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/hibiken/asynq"
+)
+
+// Headers every task of this package carries.
+const (
+	// HeaderTenant is the task header that holds the tenant id.
+	HeaderTenant = "sluice-tenant"
+
+	// HeaderMaxRetry is the task header that holds the caller's retry
+	// budget, in decimal: how many times the worker may retry the task
+	// after a failure (not after a throttle denial). See the package
+	// documentation for why it is not asynq's MaxRetry.
+	HeaderMaxRetry = "sluice-max-retry"
+)
+
+// DefaultMaxRetry is the retry budget of a task built without an
+// asynq.MaxRetry option: asynq's own default.
+const DefaultMaxRetry = 25
+
+// maxBudget is the largest retry budget: asynq stores MaxRetry in 32 bits,
+// and the task is given the budget plus one.
+const maxBudget = math.MaxInt32 - 1
+
+// NewSMSTask validates tenant and m and returns a TypeSMS task for them,
+// with the headers HeaderTenant and HeaderMaxRetry. opts are asynq options
+// (asynq.Queue, ProcessIn, TaskID, Unique, Timeout, ...), applied when the
+// task is enqueued; an asynq.MaxRetry(n) among them becomes the
+// HeaderMaxRetry budget n, and the task gets asynq.MaxRetry(n+1), as the
+// package documentation explains.
+func NewSMSTask(tenant string, m SMS, opts ...asynq.Option) (*asynq.Task, error) {
+	return newTask(TypeSMS, tenant, m, opts)
+}
+
+// NewEmailTask validates tenant and m and returns a TypeEmail task for
+// them, as NewSMSTask does for an SMS.
+func NewEmailTask(tenant string, m Email, opts ...asynq.Option) (*asynq.Task, error) {
+	return newTask(TypeEmail, tenant, m, opts)
+}
+
+// message is a task payload.
+type message interface{ Validate() error }
+
+// newTask validates and builds a task of type typ.
+func newTask(typ, tenant string, m message, opts []asynq.Option) (*asynq.Task, error) {
+	if err := ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("producer: new %s task: %w", typ, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("producer: new %s task for tenant %q: %w", typ, tenant, err)
+	}
+	budget, opts, err := retryBudget(opts)
+	if err != nil {
+		return nil, fmt.Errorf("producer: new %s task for tenant %q: %w", typ, tenant, err)
+	}
+	payload, err := encode(m)
+	if err != nil {
+		return nil, fmt.Errorf("producer: new %s task for tenant %q: encode payload: %w", typ, tenant, err)
+	}
+	headers := map[string]string{
+		HeaderTenant:   tenant,
+		HeaderMaxRetry: strconv.Itoa(budget),
+	}
+	return asynq.NewTaskWithHeaders(typ, payload, headers, append(opts, asynq.MaxRetry(budget+1))...), nil
+}
+
+// retryBudget returns the budget set by the last asynq.MaxRetry in opts
+// (DefaultMaxRetry without one; a negative one counts as 0), and the other
+// options, in order. Nil options, which asynq ignores, are dropped.
+func retryBudget(opts []asynq.Option) (int, []asynq.Option, error) {
+	budget := DefaultMaxRetry
+	rest := make([]asynq.Option, 0, len(opts)+1)
+	for _, opt := range opts {
+		switch {
+		case opt == nil:
+			continue
+		case opt.Type() != asynq.MaxRetryOpt:
+			rest = append(rest, opt)
+			continue
+		}
+		n, ok := opt.Value().(int)
+		if !ok {
+			return 0, nil, fmt.Errorf("%w: option %v has a %T value, want an int", ErrInvalid, opt, opt.Value())
+		}
+		budget = max(n, 0)
+	}
+	if budget > maxBudget {
+		return 0, nil, fieldError(HeaderMaxRetry, strconv.Itoa(budget), "is more than %d, the most asynq can store", maxBudget)
+	}
+	return budget, rest, nil
+}
+
+// checkTask validates a task built by NewSMSTask or NewEmailTask, or by
+// hand with the same type, payload and headers, and returns its tenant and
+// retry budget.
+func checkTask(task *asynq.Task) (tenant string, budget int, err error) {
+	if task == nil {
+		return "", 0, fmt.Errorf("%w: the task is nil", ErrInvalid)
+	}
+	switch task.Type() {
+	case TypeSMS:
+		_, err = DecodeSMS(task.Payload())
+	case TypeEmail:
+		_, err = DecodeEmail(task.Payload())
+	default:
+		return "", 0, fmt.Errorf("%w: type %s is neither %s nor %s", ErrInvalid, quote(task.Type()), TypeSMS, TypeEmail)
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	tenant = task.Headers()[HeaderTenant]
+	if err := ValidateTenant(tenant); err != nil {
+		return "", 0, err
+	}
+	s, ok := task.Headers()[HeaderMaxRetry]
+	if !ok {
+		return "", 0, fieldError(HeaderMaxRetry, s, "header is missing")
+	}
+	budget, err = strconv.Atoi(s)
+	if err != nil || budget < 0 || budget > maxBudget || strconv.Itoa(budget) != s {
+		return "", 0, fieldError(HeaderMaxRetry, s, "is not a decimal number from 0 to %d", maxBudget)
+	}
+	return tenant, budget, nil
+}

@@ -1,0 +1,380 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// The tests in this file run allow.lua directly, with the raw KEYS and ARGV
+// of its header, on a copy whose clock is fixed: every figure of the reply is
+// then known to the microsecond, and a change of one microsecond or one
+// member in the script fails them.
+
+// clockLine is the line of allow.lua that reads the Redis clock.
+const clockLine = "local t = redis.call('TIME')"
+
+// fixedClock returns allow.lua with its clock fixed at now, in microseconds
+// of the Unix epoch. Each now is a distinct script, loaded on first use.
+func fixedClock(t *testing.T, now int64) *redis.Script {
+	t.Helper()
+	src := lua.AllowSource()
+	if n := strings.Count(src, clockLine); n != 1 {
+		t.Fatalf("allow.lua has %d lines %q, want 1: the clock cannot be fixed", n, clockLine)
+	}
+	fixed := strings.Replace(src, clockLine, fmt.Sprintf("local t = {'%d', '%d'}", now/1e6, now%1e6), 1)
+	if strings.Contains(fixed, "'TIME'") {
+		t.Fatalf("allow.lua with a fixed clock still reads TIME")
+	}
+	return redis.NewScript(fixed)
+}
+
+// check is one check of a raw script call: its ARGV triple.
+type check struct{ limit, window, cost int64 }
+
+// reply is allow.lua's reply, read by its header.
+type reply struct {
+	allowed bool
+	checks  []checkReply
+	wait    int64 // line mode: microseconds until the place in line
+	line    int   // line mode: the check whose line was joined, 1-based
+}
+
+type checkReply struct {
+	Allowed           bool
+	Count             int64
+	Retry, ResetAfter int64 // microseconds
+}
+
+// runAt runs allow.lua with its clock at now over keys (the windows, then in
+// line mode the lines) in the given mode, with caller id and grace for line
+// mode.
+func runAt(t *testing.T, rdb redis.UniversalClient, now int64, keys []string, mode, id string, grace int64, checks ...check) reply {
+	t.Helper()
+	args := []any{mode, id, grace}
+	for _, c := range checks {
+		args = append(args, c.limit, c.window, c.cost)
+	}
+	raw, err := fixedClock(t, now).Run(context.Background(), rdb, keys, args...).Int64Slice()
+	if err != nil {
+		t.Fatalf("allow.lua %v %v: %v", keys, args, err)
+	}
+	n := len(checks)
+	if len(raw) != 3+4*n {
+		t.Fatalf("allow.lua replied %d values for %d checks", len(raw), n)
+	}
+	r := reply{allowed: raw[0] == 1, wait: raw[4*n+1], line: int(raw[4*n+2])}
+	for i := range n {
+		c := raw[1+4*i:]
+		r.checks = append(r.checks, checkReply{c[0] == 1, c[1], c[2], c[3]})
+	}
+	return r
+}
+
+// seed adds entries to a sorted set at the given scores, named seed-0,
+// seed-1, ...
+func seed(t *testing.T, rdb redis.UniversalClient, key string, scores ...int64) {
+	t.Helper()
+	for i, s := range scores {
+		if err := rdb.ZAdd(context.Background(), key, redis.Z{Score: float64(s), Member: fmt.Sprint("seed-", i)}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// rawKey is a raw key of a script test: all share the hash tag {s}, so one
+// script call may use any of them on a cluster.
+func rawKey(prefix, name string) string { return prefix + "{s}:" + name }
+
+// TestScriptPruneBoundary: an entry admitted exactly one window before now
+// has left the window; one a microsecond later has not.
+func TestScriptPruneBoundary(t *testing.T) {
+	t.Parallel()
+	const w = 10_000_000
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		now := redisNow(t, rdb)
+		for _, mode := range []string{"0", "1"} {
+			key := rawKey(prefix, "mode"+mode)
+			seed(t, rdb, key, now-w, now-w+1) // seed-0 is out, seed-1 in
+			r := runAt(t, rdb, now, []string{key}, mode, "", 0, check{10, w, 1})
+			wantCount := int64(1)
+			if mode == "1" {
+				wantCount = 2
+			}
+			if got := r.checks[0].Count; got != wantCount {
+				t.Errorf("mode %s: Count = %d, want %d", mode, got, wantCount)
+			}
+			members := rdb.ZRange(context.Background(), key, 0, 0).Val()
+			if len(members) != 1 || members[0] != "seed-1" {
+				t.Errorf("mode %s: oldest member = %q, want seed-1 (seed-0, at now-window, pruned)", mode, members)
+			}
+		}
+	})
+}
+
+// TestScriptSameMicrosecond: calls admitted in one microsecond each add
+// members of their own, named <stamp>-<n> with n counting those already there.
+func TestScriptSameMicrosecond(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		now := redisNow(t, rdb)/1e6*1e6 + 4_321 // a microsecond part that needs zero-padding
+		key := rawKey(prefix, "k")
+		var counts []int64
+		for _, cost := range []int64{1, 1, 2} {
+			r := runAt(t, rdb, now, []string{key}, "1", "", 0, check{10, time.Minute.Microseconds(), cost})
+			if !r.allowed {
+				t.Fatalf("cost %d denied: %+v", cost, r)
+			}
+			counts = append(counts, r.checks[0].Count)
+		}
+		if diff := cmp.Diff([]int64{1, 2, 4}, counts); diff != "" {
+			t.Errorf("Count per call (-want +got):\n%s", diff)
+		}
+		stamp := fmt.Sprintf("%d%06d", now/1e6, now%1e6)
+		var want []redis.Z
+		for i := range 4 {
+			want = append(want, redis.Z{Score: float64(now), Member: fmt.Sprint(stamp, "-", i)})
+		}
+		got := rdb.ZRangeWithScores(ctx, key, 0, -1).Val()
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("members (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestScriptRetryAfterExact: the retry-after of a denied check is the exit of
+// the entry at index count - limit + cost - 1, to the microsecond; the
+// reset-after is the newest entry's exit.
+func TestScriptRetryAfterExact(t *testing.T) {
+	t.Parallel()
+	const w = 10_000_000
+	cases := []struct {
+		name        string
+		limit, cost int64
+		index       int // entry whose exit admits the request
+	}{
+		{"full window, cost 1: the oldest", 5, 1, 0},
+		{"lowered limit", 2, 1, 3},
+		{"cost above one", 5, 3, 2},
+		{"lowered limit and cost", 3, 2, 3},
+		{"limit lowered to one", 1, 1, 4},
+		{"room for some of the cost", 7, 4, 1},
+	}
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		now := redisNow(t, rdb)
+		var entries []int64 // 9 s to 5 s old, a few microseconds apart from whole seconds
+		for i := range int64(5) {
+			entries = append(entries, now-9_000_000+i*1_000_003)
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				key := rawKey(prefix, tc.name)
+				seed(t, rdb, key, entries...)
+				r := runAt(t, rdb, now, []string{key}, "1", "", 0, check{tc.limit, w, tc.cost})
+				want := checkReply{Allowed: false, Count: 5, Retry: entries[tc.index] + w - now, ResetAfter: entries[4] + w - now}
+				if diff := cmp.Diff(want, r.checks[0]); r.allowed || diff != "" {
+					t.Errorf("allowed %v; check (-want +got):\n%s", r.allowed, diff)
+				}
+				if n := rdb.ZCard(context.Background(), key).Val(); n != 5 {
+					t.Errorf("ZCARD = %d after a denial, want 5", n)
+				}
+			})
+		}
+	})
+}
+
+// pexpireOf returns the TTL in milliseconds that run set on a key: the key's
+// PEXPIRETIME less the millisecond run ran in. It retries, with setup giving
+// a fresh key each time, until the Redis clock read before and after run is
+// in one millisecond, so the figure is exact.
+func pexpireOf(t *testing.T, rdb redis.UniversalClient, setup func(attempt int) string, run func(key string)) int64 {
+	t.Helper()
+	for attempt := range 200 {
+		key := setup(attempt)
+		before := redisNow(t, rdb)
+		run(key)
+		after := redisNow(t, rdb)
+		if before/1000 != after/1000 {
+			continue
+		}
+		at, err := rdb.PExpireTime(context.Background(), key).Result()
+		if err != nil {
+			t.Fatalf("PEXPIRETIME %s: %v", key, err)
+		}
+		if at < 0 {
+			t.Fatalf("PEXPIRETIME %s = %v: no expiry set", key, at)
+		}
+		return at.Milliseconds() - before/1000
+	}
+	t.Fatalf("the Redis clock never stayed within one millisecond around a script call")
+	return 0
+}
+
+// TestScriptExpiry: every call sets the window's TTL to floor(reset/1000)+1
+// milliseconds, exactly: just past the newest entry's exit.
+func TestScriptExpiry(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		window    int64
+		newestAge int64 // microseconds; -1 when the call admits, making now the newest
+		mode      string
+		want      int64 // ms
+	}{
+		{"admitted: reset is the window", 5_000_000, -1, "1", 5001},
+		{"peek, reset with a fraction of a millisecond", 5_000_000, 1_500, "0", 4999},
+		{"peek, reset of whole milliseconds", 5_000_000, 2_000_000, "0", 3001},
+		{"denied, reset under a millisecond", 5_000_000, 4_999_900, "1", 1},
+	}
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				limit := int64(1)
+				if tc.newestAge < 0 {
+					limit = 2
+				}
+				var now int64
+				setup := func(attempt int) string {
+					key := rawKey(prefix, fmt.Sprint(tc.name, attempt))
+					now = redisNow(t, rdb)
+					if tc.newestAge >= 0 {
+						seed(t, rdb, key, now-tc.newestAge)
+					} else {
+						seed(t, rdb, key, now-tc.window/2)
+					}
+					return key
+				}
+				got := pexpireOf(t, rdb, setup, func(key string) {
+					runAt(t, rdb, now, []string{key}, tc.mode, "", 0, check{limit, tc.window, 1})
+				})
+				if got != tc.want {
+					t.Errorf("TTL set = %d ms, want %d", got, tc.want)
+				}
+			})
+		}
+	})
+}
+
+// TestScriptLinePlace: in line mode a denied caller's place is computed from
+// the window's entries and the callers ahead of it, to the microsecond.
+// Window of check 1: limit 5, 10 s, entries s0..s4 9 to 5 s old.
+func TestScriptLinePlace(t *testing.T) {
+	t.Parallel()
+	const w, grace = 10_000_000, 60_000_000
+	cases := []struct {
+		name  string
+		limit int64
+		cost  int64
+		line  func(now int64) map[string]int64 // the line before the call
+		want  func(s []int64, now int64) int64 // the place, absolute
+	}{
+		{"empty line: the exact retry", 5, 1, nil,
+			func(s []int64, _ int64) int64 { return s[0] + w }},
+		{"behind 3", 5, 1, ahead(3),
+			func(s []int64, _ int64) int64 { return s[3] + w }},
+		{"behind 7: a slot freed by a unit not yet admitted", 5, 1, ahead(7),
+			func(s []int64, _ int64) int64 { return s[2] + 2*w }},
+		{"behind 10: two windows on", 5, 1, ahead(10),
+			func(s []int64, _ int64) int64 { return s[0] + 3*w }},
+		{"cost 2 behind 4", 5, 2, ahead(4),
+			func(s []int64, _ int64) int64 { return s[0] + 2*w }},
+		{"lowered limit behind 1", 3, 1, ahead(1),
+			func(s []int64, _ int64) int64 { return s[3] + w }},
+		{"back before its place keeps it", 5, 1,
+			func(now int64) map[string]int64 {
+				return map[string]int64{"p0": now + 5, "me": now + 777, "p1": now + 900}
+			},
+			func(_ []int64, now int64) int64 { return now + 777 }},
+		{"back after its place came: behind only those ahead", 5, 1,
+			func(now int64) map[string]int64 {
+				return map[string]int64{"p0": now - 300, "p1": now - 200, "me": now - 100, "p2": now + 5000}
+			},
+			func(s []int64, _ int64) int64 { return s[2] + w }},
+		{"back exactly at its place: placed again", 5, 1,
+			func(now int64) map[string]int64 { return map[string]int64{"p0": now - 1, "me": now, "p1": now + 5000} },
+			func(s []int64, _ int64) int64 { return s[1] + w }},
+		{"a place one grace old is dropped, one a microsecond younger is kept", 5, 1,
+			func(now int64) map[string]int64 { return map[string]int64{"old": now - grace, "kept": now - grace + 1} },
+			func(s []int64, _ int64) int64 { return s[1] + w }},
+	}
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		now := redisNow(t, rdb)
+		var s []int64
+		for i := range int64(5) {
+			s = append(s, now-9_000_000+i*1_000_003)
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				window, line := rawKey(prefix, tc.name), rawKey(prefix, "line:"+tc.name)
+				seed(t, rdb, window, s...)
+				if tc.line != nil {
+					for id, at := range tc.line(now) {
+						rdb.ZAdd(ctx, line, redis.Z{Score: float64(at), Member: id})
+					}
+				}
+				r := runAt(t, rdb, now, []string{window, line}, "2", "me", grace, check{tc.limit, w, tc.cost})
+				at := tc.want(s, now)
+				if r.allowed || r.line != 1 || r.wait != at-now {
+					t.Errorf("reply: allowed %v, line %d, wait %d µs; want denied, line 1, wait %d µs", r.allowed, r.line, r.wait, at-now)
+				}
+				if got := rdb.ZScore(ctx, line, "me").Val(); int64(got) != at {
+					t.Errorf("place in line = %d, want %d (%+d µs)", int64(got), at, int64(got)-at)
+				}
+			})
+		}
+
+		// Two checks deny: the caller joins the line of the later one, and
+		// leaves the other's; the line's TTL is just past its place plus the
+		// grace.
+		var window1, window2, line1, line2 string
+		var now2 int64
+		setup := func(attempt int) string {
+			tag := fmt.Sprint("two-", attempt)
+			window1, window2 = rawKey(prefix, tag+":w1"), rawKey(prefix, tag+":w2")
+			line1, line2 = rawKey(prefix, tag+":l1"), rawKey(prefix, tag+":l2")
+			now2 = redisNow(t, rdb)
+			seed(t, rdb, window1, now2-9_000_000, now2-8_000_000)
+			seed(t, rdb, window2, now2-1_000_001)
+			rdb.ZAdd(ctx, line1, redis.Z{Score: float64(now2 + 700), Member: "me"})
+			return line2
+		}
+		var r reply
+		ttl := pexpireOf(t, rdb, setup, func(string) {
+			r = runAt(t, rdb, now2, []string{window1, window2, line1, line2}, "2", "me", grace,
+				check{2, w, 1}, check{1, 60_000_000, 1})
+		})
+		at := now2 - 1_000_001 + 60_000_000
+		if r.allowed || r.line != 2 || r.wait != at-now2 {
+			t.Errorf("two checks: allowed %v, line %d, wait %d µs; want denied, line 2, wait %d µs", r.allowed, r.line, r.wait, at-now2)
+		}
+		if got := rdb.ZRangeWithScores(ctx, line2, 0, -1).Val(); len(got) != 1 || got[0].Member != "me" || int64(got[0].Score) != at {
+			t.Errorf("line of check 2 = %v, want me at %d", got, at)
+		}
+		if n := rdb.Exists(ctx, line1).Val(); n != 0 {
+			t.Errorf("the caller kept its place in the line of check 1")
+		}
+		if want := (at-now2+grace)/1000 + 1; ttl != want {
+			t.Errorf("line TTL set = %d ms, want %d", ttl, want)
+		}
+	})
+}
+
+// ahead returns a line of n callers whose places are still to come.
+func ahead(n int) func(now int64) map[string]int64 {
+	return func(now int64) map[string]int64 {
+		m := map[string]int64{}
+		for i := range n {
+			m[fmt.Sprint("p", i)] = now + 1000 + int64(i)
+		}
+		return m
+	}
+}

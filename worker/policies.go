@@ -1,0 +1,301 @@
+package worker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Scopes of a rule.
+const (
+	ScopeTenant = "tenant" // a window per tenant
+	ScopeGlobal = "global" // one window shared by all tenants
+)
+
+// ErrPolicies is matched (errors.Is) by every error about a policies file.
+var ErrPolicies = errors.New("invalid policies")
+
+// Rule is one limit of a task type, read from the policies file.
+type Rule struct {
+	// Name names the rule in logs, metrics and keys; unique within its task
+	// type.
+	Name string
+
+	// Scope is ScopeTenant or ScopeGlobal.
+	Scope string
+
+	// Policy is the limit, for every tenant without an override.
+	Policy throttle.Policy
+
+	// Tenants holds per-tenant policies that replace Policy (ScopeTenant).
+	Tenants map[string]throttle.Policy
+}
+
+// Policies are the rules of each task type. A Policies value is never
+// changed after it is built, so it is safe for concurrent use; a reload
+// builds a new one.
+type Policies struct {
+	source string
+	tasks  map[string][]Rule
+}
+
+// Applied is one rule as it applies to a task: its name and the limiter
+// check.
+type Applied struct {
+	Rule  string
+	Check throttle.Check
+}
+
+// For returns the rules that apply to a task of type taskType for tenant,
+// with their limiter keys; nil when the type is not throttled. The key of a
+// tenant rule is "rule/<type>/<name>/<tenant>", of a global rule
+// "rule/<type>/<name>": names and tenants contain no "/", so keys never meet.
+func (p *Policies) For(taskType, tenant string) []Applied {
+	rules := p.tasks[taskType]
+	if len(rules) == 0 {
+		return nil
+	}
+	out := make([]Applied, len(rules))
+	for i, r := range rules {
+		key := "rule/" + taskType + "/" + r.Name
+		pol := r.Policy
+		if r.Scope == ScopeTenant {
+			key += "/" + tenant
+			if o, ok := r.Tenants[tenant]; ok {
+				pol = o
+			}
+		}
+		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}}
+	}
+	return out
+}
+
+// Rules returns the rules of taskType, in file order.
+func (p *Policies) Rules(taskType string) []Rule { return p.tasks[taskType] }
+
+// Source names where the policies were read from.
+func (p *Policies) Source() string { return p.source }
+
+// Summary describes what the policies enforce in one line, for the start
+// log: `sms:send: tenant-per-second 4/1s per tenant (1 override), provider
+// 10/1s global; email:send: ...`.
+func (p *Policies) Summary() string {
+	types := make([]string, 0, len(p.tasks))
+	for t := range p.tasks {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	var b strings.Builder
+	for i, t := range types {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(t + ":")
+		for j, r := range p.tasks[t] {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " %s %v", r.Name, r.Policy)
+			if r.Scope == ScopeTenant {
+				b.WriteString(" per tenant")
+				if len(r.Tenants) > 0 {
+					fmt.Fprintf(&b, " (%d overrides)", len(r.Tenants))
+				}
+			} else {
+				b.WriteString(" global")
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return "no rules: every task type runs unthrottled"
+	}
+	return b.String()
+}
+
+// The shape of the file.
+type (
+	policiesFile struct {
+		Tasks map[string][]ruleFile `yaml:"tasks"`
+	}
+	ruleFile struct {
+		Name    string                  `yaml:"name"`
+		Scope   string                  `yaml:"scope"`
+		Limit   int                     `yaml:"limit"`
+		Window  string                  `yaml:"window"`
+		Tenants map[string]overrideFile `yaml:"tenants"`
+	}
+	overrideFile struct {
+		Limit  *int    `yaml:"limit"`
+		Window *string `yaml:"window"`
+	}
+)
+
+var (
+	taskTypeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$`)
+	ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+)
+
+// LoadPolicies reads and validates the policies file at path.
+func LoadPolicies(path string) (*Policies, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policies: %w", err)
+	}
+	return ParsePolicies(path, data)
+}
+
+// ParsePolicies parses and validates a policies file; source names it in
+// errors. Errors wrap ErrPolicies and name the file, the task type, the rule
+// and the field.
+func ParsePolicies(source string, data []byte) (*Policies, error) {
+	fail := func(format string, args ...any) (*Policies, error) {
+		return nil, fmt.Errorf("%s: %w: %s", source, ErrPolicies, fmt.Sprintf(format, args...))
+	}
+	var f policiesFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return fail("%v", err)
+	}
+	p := &Policies{source: source, tasks: map[string][]Rule{}}
+	for taskType, rules := range f.Tasks {
+		if !taskTypeRE.MatchString(taskType) {
+			return fail("task type %q: use letters, digits and : . _ -", taskType)
+		}
+		seen := map[string]bool{}
+		for i, rf := range rules {
+			where := fmt.Sprintf("%s: rule %d", taskType, i+1)
+			if rf.Name != "" {
+				where += " (" + rf.Name + ")"
+			}
+			r, err := parseRule(rf)
+			if err != nil {
+				return fail("%s: %v", where, err)
+			}
+			if seen[r.Name] {
+				return fail("%s: name: %q is used twice", where, r.Name)
+			}
+			seen[r.Name] = true
+			p.tasks[taskType] = append(p.tasks[taskType], r)
+		}
+	}
+	return p, nil
+}
+
+func parseRule(rf ruleFile) (Rule, error) {
+	r := Rule{Name: rf.Name, Scope: rf.Scope}
+	if !ruleNameRE.MatchString(rf.Name) {
+		return r, fmt.Errorf("name: %q must be 1 to 64 letters, digits, . _ or -", rf.Name)
+	}
+	if rf.Scope != ScopeTenant && rf.Scope != ScopeGlobal {
+		return r, fmt.Errorf("scope: %q must be %q or %q", rf.Scope, ScopeTenant, ScopeGlobal)
+	}
+	window, err := parseWindow(rf.Window)
+	if err != nil {
+		return r, fmt.Errorf("window: %v", err)
+	}
+	r.Policy = throttle.Policy{Limit: rf.Limit, Window: window}
+	if err := r.Policy.Validate(); err != nil {
+		return r, fmt.Errorf("limit %d, window %s: %v", rf.Limit, rf.Window, err)
+	}
+	if len(rf.Tenants) > 0 && rf.Scope != ScopeTenant {
+		return r, fmt.Errorf("tenants: overrides need scope %q", ScopeTenant)
+	}
+	for tenant, o := range rf.Tenants {
+		if err := producer.ValidateTenant(tenant); err != nil {
+			return r, fmt.Errorf("tenants: %v", err)
+		}
+		pol := r.Policy
+		if o.Limit != nil {
+			pol.Limit = *o.Limit
+		}
+		if o.Window != nil {
+			if pol.Window, err = parseWindow(*o.Window); err != nil {
+				return r, fmt.Errorf("tenants: %s: window: %v", tenant, err)
+			}
+		}
+		if err := pol.Validate(); err != nil {
+			return r, fmt.Errorf("tenants: %s: %v", tenant, err)
+		}
+		if r.Tenants == nil {
+			r.Tenants = map[string]throttle.Policy{}
+		}
+		r.Tenants[tenant] = pol
+	}
+	return r, nil
+}
+
+// parseWindow reads a Go duration ("1s", "1m30s", "24h") or whole days
+// ("7d").
+func parseWindow(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, errors.New("missing")
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%q is not a whole number of days", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration such as 1s, 1m or 24h", s)
+	}
+	return d, nil
+}
+
+// PolicyFile is a policies file that can be reloaded while workers run:
+// each task reads the policies current when it starts. Safe for concurrent
+// use.
+type PolicyFile struct {
+	path string
+	cur  atomic.Pointer[Policies]
+}
+
+// OpenPolicyFile loads the policies file at path.
+func OpenPolicyFile(path string) (*PolicyFile, error) {
+	f := &PolicyFile{path: path}
+	if err := f.Reload(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// StaticPolicies returns a PolicyFile that always holds p.
+func StaticPolicies(p *Policies) *PolicyFile {
+	f := &PolicyFile{}
+	f.cur.Store(p)
+	return f
+}
+
+// Reload reads the file again. On error the policies in force stay.
+// New limits apply at once to tenants that already have windows: the
+// limiter stores no policy.
+func (f *PolicyFile) Reload() error {
+	if f.path == "" {
+		return nil
+	}
+	p, err := LoadPolicies(f.path)
+	if err != nil {
+		return err
+	}
+	f.cur.Store(p)
+	return nil
+}
+
+// Current returns the policies in force.
+func (f *PolicyFile) Current() *Policies { return f.cur.Load() }

@@ -1,0 +1,148 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Config configures a Server. Zero fields take the defaults given.
+type Config struct {
+	// Policies are the rules the worker enforces; required.
+	Policies *PolicyFile
+
+	// SMS and Email send the tasks; a task whose provider is nil is
+	// archived.
+	SMS   SMSProvider
+	Email EmailProvider
+
+	// Concurrency is how many tasks run at once in this process; default 10.
+	Concurrency int
+
+	// Queues maps queue names to priorities, as asynq.Config.Queues; default
+	// {"default": 1}.
+	Queues map[string]int
+
+	// DelayedTaskCheckInterval is how often tasks due in the retry and
+	// scheduled sets move to their queue: the lateness a throttled task can
+	// have on top of asynq's whole-second retry times. Default 250 ms
+	// (asynq's own default is 5 s).
+	DelayedTaskCheckInterval time.Duration
+
+	// ShutdownTimeout is how long Shutdown waits for running tasks before
+	// asynq puts them back in their queue; default 30 s.
+	ShutdownTimeout time.Duration
+
+	// Prefix starts the limiter's Redis keys; default throttle.DefaultPrefix.
+	// Every worker sharing limits must use the same.
+	Prefix string
+
+	// FailureMode says what to do when the limiter cannot decide; default
+	// FailClosed.
+	FailureMode FailureMode
+
+	// LimiterRetry is how long a task waits when the limiter could not
+	// decide (FailClosed); default 1 s.
+	LimiterRetry time.Duration
+
+	// RetryDelay is the backoff for real failures; nil means asynq's
+	// default (exponential with jitter).
+	RetryDelay asynq.RetryDelayFunc
+
+	// Logger receives the worker's logs and asynq's; nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a worker: an asynq server whose tasks pass the Throttle
+// middleware before their provider.
+type Server struct {
+	srv      *asynq.Server
+	handler  asynq.Handler
+	throttle *Throttle
+	logger   *slog.Logger
+}
+
+// NewServer returns a worker on rdb; the caller owns rdb and closes it after
+// the server has shut down.
+func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
+	if rdb == nil {
+		return nil, errors.New("worker: nil Redis client")
+	}
+	if cfg.Policies == nil || cfg.Policies.Current() == nil {
+		return nil, errors.New("worker: no policies")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	prefix := cfg.Prefix
+	if prefix == "" {
+		prefix = throttle.DefaultPrefix
+	}
+	t, err := NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), cfg.Policies, logger)
+	if err != nil {
+		return nil, err
+	}
+	t.mode = cfg.FailureMode
+	if cfg.LimiterRetry > 0 {
+		t.backoff = cfg.LimiterRetry
+	}
+	interval := cfg.DelayedTaskCheckInterval
+	if interval == 0 {
+		interval = 250 * time.Millisecond
+	}
+	shutdown := cfg.ShutdownTimeout
+	if shutdown == 0 {
+		shutdown = 30 * time.Second
+	}
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency:              cfg.Concurrency,
+		Queues:                   cfg.Queues,
+		DelayedTaskCheckInterval: interval,
+		ShutdownTimeout:          shutdown,
+		IsFailure:                IsFailure,
+		RetryDelayFunc:           RetryDelay(cfg.RetryDelay),
+		ErrorHandler:             ErrorHandler(logger),
+		Logger:                   asynqLogger{logger},
+		LogLevel:                 asynq.WarnLevel,
+	})
+	return &Server{
+		srv:      srv,
+		handler:  t.Middleware(Handler(cfg.SMS, cfg.Email)),
+		throttle: t,
+		logger:   logger,
+	}, nil
+}
+
+// Run starts the server, runs until ctx is done, then shuts down gracefully:
+// it stops fetching, waits up to ShutdownTimeout for running tasks, and
+// asynq puts back what did not finish.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.srv.Start(s.handler); err != nil {
+		return fmt.Errorf("worker: start: %w", err)
+	}
+	<-ctx.Done()
+	s.srv.Shutdown()
+	return nil
+}
+
+// asynqLogger sends asynq's logs to slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), "from", "asynq") }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), "from", "asynq") }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), "from", "asynq") }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "from", "asynq") }
+func (a asynqLogger) Fatal(args ...any) {
+	a.l.Error(fmt.Sprint(args...), "from", "asynq")
+	os.Exit(1) // asynq's Logger contract: Fatal does not return
+}
