@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -69,8 +70,15 @@ func Usage(fs *flag.FlagSet, synopsis string, env map[string]string) func() {
 	}
 }
 
+// quiet drops go-redis's own log lines (pool dial retries and the like):
+// the commands report Redis errors once, in their own words.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 // RedisClient returns a client for a redis:// or rediss:// URL.
 func RedisClient(url string) (redis.UniversalClient, error) {
+	redis.SetLogger(quiet{})
 	if url == "" {
 		return nil, errors.New("no Redis: set --redis or REDIS_URL")
 	}
