@@ -125,7 +125,8 @@ func (l *Limiter) Peek(ctx context.Context, key string, p Policy) (Decision, err
 	return md.Decision, err
 }
 
-// Reset empties key's window, whatever its policy.
+// Reset empties key's window, whatever its policy, and lifts its line and
+// its hold.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.err != nil {
 		return l.err
@@ -134,7 +135,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
 	}
-	if err := l.rdb.Del(ctx, rk.window, rk.line).Err(); err != nil {
+	if err := l.rdb.Del(ctx, rk.window, rk.line, rk.hold).Err(); err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
 	}
 	return nil

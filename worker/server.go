@@ -53,6 +53,15 @@ type Config struct {
 	// decide (FailClosed); default 1 s.
 	LimiterRetry time.Duration
 
+	// MaxHold is the longest a denied task waits in the worker for its
+	// place in line before it goes back through the retry set; default 2 s,
+	// negative for never. See ThrottleConfig.MaxHold.
+	MaxHold time.Duration
+
+	// ProviderHold says whose sends a provider's 429 holds back; default
+	// HoldAccount.
+	ProviderHold HoldScope
+
 	// RetryDelay is the backoff for real failures; nil means asynq's
 	// default (exponential with jitter).
 	RetryDelay asynq.RetryDelayFunc
@@ -88,17 +97,20 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if prefix == "" {
 		prefix = throttle.DefaultPrefix
 	}
-	t, err := NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), cfg.Policies, logger)
-	if err != nil {
-		return nil, err
-	}
-	t.mode = cfg.FailureMode
-	if cfg.LimiterRetry > 0 {
-		t.backoff = cfg.LimiterRetry
-	}
 	interval := cfg.DelayedTaskCheckInterval
 	if interval == 0 {
 		interval = 250 * time.Millisecond
+	}
+	t, err := NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), cfg.Policies, &ThrottleConfig{
+		FailureMode:              cfg.FailureMode,
+		LimiterRetry:             cfg.LimiterRetry,
+		MaxHold:                  cfg.MaxHold,
+		DelayedTaskCheckInterval: interval,
+		ProviderHold:             cfg.ProviderHold,
+		Logger:                   logger,
+	})
+	if err != nil {
+		return nil, err
 	}
 	shutdown := cfg.ShutdownTimeout
 	if shutdown == 0 {
@@ -131,6 +143,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: start: %w", err)
 	}
 	<-ctx.Done()
+	s.throttle.stop()
 	s.srv.Shutdown()
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -17,7 +18,10 @@ import (
 // ThrottledError is returned by a task handler when the task must wait: the
 // limiter denied it, or the provider answered 429. It is not a failure: it
 // does not spend the task's retry budget, and the task runs again after
-// RetryAfter through asynq's retry set, keeping its ID.
+// RetryAfter through asynq's retry set, keeping its ID. For a limiter
+// denial, RetryAfter can be shortly before the task's place in line: the
+// worker that runs it then waits in process for the rest (see
+// ThrottleConfig.MaxHold).
 type ThrottledError struct {
 	// RetryAfter is when the task should run again.
 	RetryAfter time.Duration
@@ -28,6 +32,11 @@ type ThrottledError struct {
 
 	// Err is the cause, when there is one (a Redis error, a provider reply).
 	Err error
+
+	// FromProvider is set by providers for a 429: the Throttle middleware
+	// then holds back other tasks of the same account (or tenant) in every
+	// worker until RetryAfter.
+	FromProvider bool
 }
 
 func (e *ThrottledError) Error() string {
@@ -91,6 +100,62 @@ const (
 	FailOpen
 )
 
+// HoldScope says whose sends a provider's 429 holds back.
+type HoldScope int
+
+const (
+	// HoldAccount holds back every task of the task type, all tenants: the
+	// provider account is shared, and a 429 usually means the account's
+	// rate. The default.
+	HoldAccount HoldScope = iota
+	// HoldTenant holds back only the tenant of the task that got the 429,
+	// for providers that limit each tenant (sub-account) on its own.
+	HoldTenant
+)
+
+// ThrottleConfig configures a Throttle. Zero fields take the defaults given.
+type ThrottleConfig struct {
+	// FailureMode says what to do when the limiter cannot decide; default
+	// FailClosed.
+	FailureMode FailureMode
+
+	// LimiterRetry is how long a task waits when the limiter could not
+	// decide (FailClosed); default 1 s.
+	LimiterRetry time.Duration
+
+	// MaxHold is the longest a denied task is held in the worker, waiting
+	// for its place in line, instead of going back through asynq's retry
+	// set; default 2 s, negative for never. The retry set keeps times in
+	// whole seconds and moves due tasks every DelayedTaskCheckInterval, so a
+	// task sent back for a place half a second away returns up to a second
+	// late and the slot goes unused. A held task occupies one of the
+	// worker's Concurrency slots while it waits.
+	MaxHold time.Duration
+
+	// DelayedTaskCheckInterval must be the asynq server's (default 5 s, as
+	// asynq's). A task whose place is further than MaxHold goes back
+	// through the retry set timed to return up to 1 s plus this interval
+	// early, then waits in the worker for its place.
+	DelayedTaskCheckInterval time.Duration
+
+	// ProviderHold says whose sends a provider's 429 holds back, in every
+	// worker, until its Retry-After; default HoldAccount.
+	ProviderHold HoldScope
+
+	// Logger receives the middleware's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// maxHolds is how many times one run of a task may be held in the worker
+// before it goes back through the retry set: a held task can lose its place
+// to a newcomer and be placed again.
+const maxHolds = 3
+
+// holdRefresh is how long a worker trusts what it read of a provider hold.
+// Other workers see a new hold at most this late, and each worker reads a
+// hold key at most this often.
+const holdRefresh = 250 * time.Millisecond
+
 // Throttle is the asynq middleware that asks the limiter before each task.
 // It is safe for concurrent use.
 type Throttle struct {
@@ -99,29 +164,77 @@ type Throttle struct {
 	logger   *slog.Logger
 	mode     FailureMode
 	backoff  time.Duration
+	maxHold  time.Duration
+	lead     time.Duration
+	scope    HoldScope
+	holds    *holdCache
+
+	stopOnce sync.Once
+	stopping chan struct{}
 }
 
-// NewThrottle returns the middleware for limiter and policies. A nil logger
-// means slog.Default().
-func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, logger *slog.Logger) (*Throttle, error) {
+// NewThrottle returns the middleware for limiter and policies; a nil cfg
+// takes every default.
+func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleConfig) (*Throttle, error) {
 	if limiter == nil || policies == nil || policies.Current() == nil {
 		return nil, errors.New("worker: NewThrottle needs a limiter and loaded policies")
 	}
-	if logger == nil {
-		logger = slog.Default()
+	if cfg == nil {
+		cfg = &ThrottleConfig{}
 	}
-	return &Throttle{limiter: limiter, policies: policies, logger: logger, backoff: time.Second}, nil
+	t := &Throttle{
+		limiter:  limiter,
+		policies: policies,
+		logger:   cfg.Logger,
+		mode:     cfg.FailureMode,
+		backoff:  cfg.LimiterRetry,
+		maxHold:  cfg.MaxHold,
+		scope:    cfg.ProviderHold,
+		holds:    &holdCache{limiter: limiter, m: map[string]holdEntry{}},
+		stopping: make(chan struct{}),
+	}
+	if t.logger == nil {
+		t.logger = slog.Default()
+	}
+	if t.backoff <= 0 {
+		t.backoff = time.Second
+	}
+	if t.maxHold == 0 {
+		t.maxHold = 2 * time.Second
+	}
+	interval := cfg.DelayedTaskCheckInterval
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	// A task due at second S moves to its queue between S and S+interval,
+	// and asynq rounds S down: aim S one second plus the interval before
+	// the place (and 100 ms for the dequeue), so that the task is in the
+	// worker before its place.
+	t.lead = max(0, min(t.maxHold, time.Second+interval+100*time.Millisecond))
+	return t, nil
 }
+
+// stop ends every hold in progress: held tasks go back through the retry
+// set at once, so that a shutting-down worker does not wait for them.
+func (t *Throttle) stop() { t.stopOnce.Do(func() { close(t.stopping) }) }
 
 // Middleware wraps next: for each task it resolves the rules of the task's
 // type and tenant, checks them all in one atomic limiter call, and runs next
-// only if every rule allows. A denied task returns a ThrottledError with the
-// time of its place in line (see throttle.Limiter.AllowInLine), so a denied
-// backlog comes back one free slot at a time.
+// only if every rule allows.
+//
+// A denied task takes a place in line (see throttle.Limiter.AllowInLine), so
+// a denied backlog comes back one free slot at a time. A place within
+// MaxHold is waited for in the worker; a later one sends the task back
+// through asynq's retry set, as a ThrottledError timed to return shortly
+// before the place, and the task is then held for the rest.
 //
 // The quota unit is spent when the task is admitted, whether or not the
 // provider then succeeds: a provider call that fails after admission used a
 // slot, as it did at the provider.
+//
+// When the provider answers 429 (a ThrottledError with FromProvider), the
+// task type's sends (or the tenant's, with HoldTenant) are held back in
+// every worker until the provider's Retry-After.
 //
 // Retry budget: the task's budget is the producer.HeaderMaxRetry header
 // (asynq's MaxRetry minus one for tasks without it). A real failure with the
@@ -132,13 +245,23 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		if err := producer.ValidateTenant(tenant); err != nil {
 			return fmt.Errorf("%w: task %s: header %s: %v", asynq.SkipRetry, task.Type(), producer.HeaderTenant, err)
 		}
+		holdKey := t.holdKey(task.Type(), tenant)
+		if err := t.waitProviderHold(ctx, holdKey); err != nil {
+			return err
+		}
 		if applied := t.policies.Current().For(task.Type(), tenant); len(applied) > 0 {
 			if err := t.admit(ctx, task, applied); err != nil {
 				return err
 			}
 		}
 		err := next.ProcessTask(ctx, task)
-		if err == nil || IsThrottled(err) || errors.Is(err, asynq.SkipRetry) {
+		var te *ThrottledError
+		if errors.As(err, &te) && te.FromProvider {
+			if herr := t.holds.hold(ctx, holdKey, te.RetryAfter); herr != nil {
+				t.logger.Warn("could not share the provider's hold with other workers", "key", holdKey, "err", herr)
+			}
+		}
+		if err == nil || te != nil || errors.Is(err, asynq.SkipRetry) {
 			return err
 		}
 		if retried, budget := retries(ctx, task); retried >= budget {
@@ -148,6 +271,30 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 	})
 }
 
+// holdKey is the limiter key of the provider hold for a task.
+func (t *Throttle) holdKey(taskType, tenant string) string {
+	if t.scope == HoldTenant {
+		return "provider/" + taskType + "/" + tenant
+	}
+	return "provider/" + taskType
+}
+
+// waitProviderHold returns nil when no provider hold is on key, after
+// waiting in the worker for a hold within MaxHold; else a ThrottledError
+// for when the hold ends. A hold that cannot be read counts as none: the
+// limiter's own failure mode then decides.
+func (t *Throttle) waitProviderHold(ctx context.Context, key string) error {
+	left, err := t.holds.left(ctx, key)
+	if err != nil {
+		t.logger.Debug("could not read the provider hold", "key", key, "err", err)
+		return nil
+	}
+	if left <= 0 || t.wait(ctx, left) {
+		return nil
+	}
+	return &ThrottledError{RetryAfter: left, By: "provider hold"}
+}
+
 // admit asks the limiter; nil means run the task.
 func (t *Throttle) admit(ctx context.Context, task *asynq.Task, applied []Applied) error {
 	checks := make([]throttle.Check, len(applied))
@@ -155,17 +302,44 @@ func (t *Throttle) admit(ctx context.Context, task *asynq.Task, applied []Applie
 		checks[i] = a.Check
 	}
 	id, _ := asynq.GetTaskID(ctx)
-	md, err := t.limiter.AllowInLine(ctx, id, checks)
-	switch {
-	case err != nil && t.mode == FailOpen:
-		t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)", "task", id, "err", err)
-		return nil
-	case err != nil:
-		return &ThrottledError{RetryAfter: t.backoff, By: "limiter unavailable", Err: err}
-	case !md.Allowed:
-		return &ThrottledError{RetryAfter: md.RetryAfter, By: "rule " + applied[md.Denied].Rule}
+	for held := 0; ; held++ {
+		md, err := t.limiter.AllowInLine(ctx, id, checks)
+		switch {
+		case err != nil && t.mode == FailOpen:
+			t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)", "task", id, "err", err)
+			return nil
+		case err != nil:
+			return &ThrottledError{RetryAfter: t.backoff, By: "limiter unavailable", Err: err}
+		case md.Allowed:
+			return nil
+		}
+		if held < maxHolds && t.wait(ctx, md.RetryAfter) {
+			continue
+		}
+		back := md.RetryAfter
+		if back > t.maxHold {
+			back -= t.lead
+		}
+		return &ThrottledError{RetryAfter: back, By: "rule " + applied[md.Denied].Rule}
 	}
-	return nil
+}
+
+// wait waits d in the worker when d is within MaxHold, and reports whether
+// it did; false when d is too long or the wait was cut short by ctx or by
+// the server stopping.
+func (t *Throttle) wait(ctx context.Context, d time.Duration) bool {
+	if t.maxHold < 0 || d > t.maxHold {
+		return false
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+	case <-t.stopping:
+	}
+	return false
 }
 
 // retries returns how many real failures the task has had and its budget.

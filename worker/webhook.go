@@ -74,7 +74,7 @@ func (w *Webhook) SendSMS(ctx context.Context, m Message[producer.SMS]) error {
 		if !ok {
 			wait = DefaultProviderRetry
 		}
-		return &ThrottledError{RetryAfter: wait, By: "provider 429", Err: providerError(resp, msg)}
+		return &ThrottledError{RetryAfter: wait, By: "provider 429", Err: providerError(resp, msg), FromProvider: true}
 	case code >= 500:
 		return fmt.Errorf("webhook: %w", providerError(resp, msg))
 	default:
