@@ -2,6 +2,10 @@
 //
 //	enqueue sms --redis redis://localhost:6379/0 --tenant acme --to +15551234567 --body "hi" [--count N] [--id ID]
 //	enqueue email --redis URL --tenant acme --to a@example.com --subject S --body B [--from F]
+//	enqueue bulk --redis URL [--queue Q] [--skip-invalid] FILE
+//
+// Exit status: 0 when every task was enqueued, 1 when one was not (a bulk
+// line rejected, Redis or the file unusable), 2 for a usage error.
 package main
 
 import (
@@ -9,12 +13,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/producer"
@@ -23,28 +29,83 @@ import (
 const synopsis = `
 usage: enqueue sms   --redis URL --tenant T --to +15551234567 --body TEXT [--count N] [--id ID]
        enqueue email --redis URL --tenant T --to ADDR --subject S --body TEXT [--from ADDR] [--count N] [--id ID]
+       enqueue bulk  --redis URL [--queue Q] [--skip-invalid] FILE
 
 Validates and enqueues tasks; with --count, N distinct tasks (with --id, IDs
-ID-1 ... ID-N). Every flag can also be set from the environment variable shown.`
+ID-1 ... ID-N). bulk enqueues the tasks of a JSON-lines file ("enqueue bulk
+--help" describes it). Every flag can also be set from the environment
+variable shown.
+
+Exit status: 0 when every task was enqueued; 1 when one was not (invalid
+bulk line, task ID taken, Redis or FILE unusable); 2 for a usage error, or
+an sms or email flag with a bad value (nothing is enqueued).`
 
 var env = map[string]string{"redis": "REDIS_URL", "queue": "SLUICE_QUEUE"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:]))
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string) int {
-	if len(args) == 0 || (args[0] != "sms" && args[0] != "email") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprintln(os.Stdout, synopsis[1:])
-			return 0
-		}
-		fmt.Fprintln(os.Stderr, "enqueue: name a kind of task: sms or email (see --help)")
+// run runs the command with args, without the program name, and returns
+// its exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "enqueue: name a kind of task: sms, email or bulk (see --help)")
 		return 2
 	}
-	kind := args[0]
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, synopsis[1:])
+		return 0
+	case "sms", "email":
+		return runOne(ctx, args[0], args[1:], stdout, stderr)
+	case "bulk":
+		return runBulk(ctx, args[1:], stdin, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "enqueue: unknown kind of task %q: name sms, email or bulk (see --help)\n", args[0])
+	return 2
+}
+
+// parseFlags parses args into fs, with the environment variables of env.
+// On --help it prints the usage on stdout; on a bad flag, a one-line error
+// on stderr. ok is false when run should return code.
+func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (code int, ok bool) {
+	// cli.Parse prints the usage on os.Stderr: print it here instead, on
+	// the stdout of run, since it was asked for.
+	fs.Usage = func() {}
+	if err := cli.Parse(fs, args, env); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			cli.Usage(fs, synopsis, env)()
+			return 0, false
+		}
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 2, false
+	}
+	return 0, true
+}
+
+// connect returns a client of the Redis at url, once it answers a PING.
+// The error names Redis and the URL.
+func connect(ctx context.Context, url string) (redis.UniversalClient, error) {
+	rdb, err := cli.RedisClient(url)
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("Redis at %s unreachable: %v", url, err)
+	}
+	return rdb, nil
+}
+
+// runOne runs "enqueue sms" or "enqueue email", kind, with args.
+func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enqueue "+kind, flag.ContinueOnError)
 	redisURL := fs.String("redis", "", "Redis `URL`")
 	queue := fs.String("queue", "default", "asynq queue")
@@ -56,16 +117,11 @@ func run(ctx context.Context, args []string) int {
 	count := fs.Int("count", 1, "how many distinct tasks")
 	id := fs.String("id", "", "task ID, for idempotent enqueue")
 	maxRetry := fs.Int("max-retry", producer.DefaultMaxRetry, "retries after real failures (throttling never spends them)")
-	fs.Usage = cli.Usage(fs, synopsis, env)
-	if err := cli.Parse(fs, args[1:], env); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(os.Stderr, "enqueue:", err)
-		return 2
+	if code, ok := parseFlags(fs, args, synopsis, stdout, stderr); !ok {
+		return code
 	}
 	if *count < 1 {
-		fmt.Fprintf(os.Stderr, "enqueue: --count %d: must be at least 1\n", *count)
+		fmt.Fprintf(stderr, "enqueue: --count %d: must be at least 1\n", *count)
 		return 2
 	}
 
@@ -80,23 +136,17 @@ func run(ctx context.Context, args []string) int {
 			tasks[i], err = producer.NewEmailTask(*tenant, producer.Email{To: *to, Subject: *subject, Body: *body, From: *from}, opts...)
 		}
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "enqueue:", err)
+			fmt.Fprintln(stderr, "enqueue:", err)
 			return 2
 		}
 	}
 
-	rdb, err := cli.RedisClient(*redisURL)
+	rdb, err := connect(ctx, *redisURL)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "enqueue:", err)
+		fmt.Fprintln(stderr, "enqueue:", err)
 		return 1
 	}
 	defer rdb.Close()
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pingCtx).Err(); err != nil {
-		fmt.Fprintf(os.Stderr, "enqueue: Redis at %s unreachable: %v\n", *redisURL, err)
-		return 1
-	}
 	pc := producer.NewClientFromRedisClient(rdb)
 	defer pc.Close()
 	failed := 0
@@ -110,16 +160,16 @@ func run(ctx context.Context, args []string) int {
 		}
 		info, err := pc.Enqueue(ctx, task, opts...)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "enqueue: task %d: %v\n", i+1, err)
+			fmt.Fprintf(stderr, "enqueue: task %d: %v\n", i+1, err)
 			failed++
 			continue
 		}
 		if *count == 1 {
-			fmt.Println(info.ID)
+			fmt.Fprintln(stdout, info.ID)
 		}
 	}
 	if *count > 1 {
-		fmt.Printf("enqueued %d of %d %s tasks for tenant %s on queue %s\n", *count-failed, *count, kind, *tenant, *queue)
+		fmt.Fprintf(stdout, "enqueued %d of %d %s tasks for tenant %s on queue %s\n", *count-failed, *count, kind, *tenant, *queue)
 	}
 	if failed > 0 {
 		return 1

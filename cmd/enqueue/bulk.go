@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/producer"
+)
+
+const bulkSynopsis = `
+usage: enqueue bulk --redis URL [--queue Q] [--skip-invalid] FILE
+
+Enqueues the tasks of FILE ("-" for standard input), one JSON object a line:
+
+  {"type": "sms", "tenant": "acme", "to": "+15551234567", "body": "Your code is 1234", "id": "otp-991"}
+  {"type": "email", "tenant": "globex", "to": "ada@example.com", "subject": "Welcome", "body": "Hello"}
+
+type is sms or email; tenant, to and body are required, subject too for
+email, and from is optional. Optional for both: id (a task ID: a second task
+with the same ID in the queue is refused, so a file with IDs is safe to send
+again), queue (default --queue), max_retry (default 25), and process_in (a
+duration such as "90s") or process_at (RFC 3339). Blank lines are skipped,
+CRLF line endings accepted, unknown fields refused; a line holds at most
+1 MiB.
+
+Every line is checked before anything is sent to Redis. If one is invalid,
+nothing is enqueued, unless --skip-invalid is given: then the valid lines
+are. Each rejected line, invalid or with an id already taken, is reported
+on stderr as "enqueue: line N: reason"; a summary follows on stdout, and a
+progress bar shows on stderr when it is a terminal.
+
+Exit status: 0 when every line was enqueued; 1 when a line was rejected or
+failed to enqueue, or FILE or Redis could not be used; 2 for a usage error.`
+
+// maxListed is the number of line numbers a summary lists.
+const maxListed = 10
+
+// bulkTask is a valid line of a bulk file.
+type bulkTask struct {
+	line int
+	task *asynq.Task
+	opts []asynq.Option
+}
+
+// runBulk runs "enqueue bulk" with args.
+func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("enqueue bulk", flag.ContinueOnError)
+	redisURL := fs.String("redis", "", "Redis `URL`")
+	queue := fs.String("queue", "default", "asynq queue of the lines without one")
+	skipInvalid := fs.Bool("skip-invalid", false, "enqueue the valid lines even when some are invalid")
+	if code, ok := parseFlags(fs, args, bulkSynopsis, stdout, stderr); !ok {
+		return code
+	}
+	switch {
+	case fs.NArg() != 1:
+		fmt.Fprintf(stderr, "enqueue: bulk takes one FILE, or - for standard input, after the flags; got %d arguments (see --help)\n", fs.NArg())
+		return 2
+	case strings.TrimSpace(*queue) == "":
+		fmt.Fprintf(stderr, "enqueue: --queue %q: name a queue\n", *queue)
+		return 2
+	}
+	in := stdin
+	if path := fs.Arg(0); path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "enqueue:", err)
+			return 1
+		}
+		defer f.Close()
+		in = f
+	}
+
+	// First pass: read and check every line, before anything reaches Redis.
+	var (
+		tasks    []bulkTask
+		rejected []int              // line numbers
+		total    int                // lines that are not blank
+		ids      = map[string]int{} // queue and task ID to the line that has them
+	)
+	reject := func(line int, format string, args ...any) {
+		rejected = append(rejected, line)
+		fmt.Fprintf(stderr, "enqueue: line %d: "+format+"\n", append([]any{line}, args...)...)
+	}
+	read := func(line int, task *asynq.Task, opts []asynq.Option, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		total++
+		if err != nil {
+			if le, ok := errors.AsType[*producer.LineError](err); ok {
+				err = le.Err // reject gives the line number
+			}
+			reject(line, "%v", err)
+			return nil
+		}
+		if id := optString(opts, asynq.TaskIDOpt, ""); id != "" {
+			q := optString(opts, asynq.QueueOpt, *queue)
+			key := q + "\x00" + id
+			if first, ok := ids[key]; ok {
+				reject(line, "id %q is the id of line %d too, in queue %s", id, first, q)
+				return nil
+			}
+			ids[key] = line
+		}
+		tasks = append(tasks, bulkTask{line: line, task: task, opts: opts})
+		return nil
+	}
+	// Read in a goroutine, so that an interrupt stops a read from a
+	// terminal or a pipe that sends nothing more.
+	done := make(chan error, 1)
+	go func() { done <- producer.ReadBulk(in, read) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "enqueue: interrupted while reading the file; nothing enqueued")
+		return 1
+	}
+	if err != nil {
+		// A read error of a file names it (*fs.PathError).
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 1
+	}
+	if len(rejected) > 0 && !*skipInvalid {
+		fmt.Fprintf(stdout, "enqueued 0 of %d tasks; %d rejected (%s); nothing enqueued because of them (--skip-invalid enqueues the valid lines)\n",
+			total, len(rejected), listLines(rejected))
+		return 1
+	}
+	if len(tasks) == 0 {
+		fmt.Fprintln(stdout, summary(0, total, rejected, 0))
+		return exitStatus(rejected, 0)
+	}
+
+	rdb, err := connect(ctx, *redisURL)
+	if err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 1
+	}
+	defer rdb.Close()
+	pc := producer.NewClientFromRedisClient(rdb)
+	defer pc.Close()
+
+	// Second pass: enqueue, one task at a time.
+	bar := newProgress(stderr, len(tasks))
+	enqueued, notEnqueued := 0, 0
+	for i, t := range tasks {
+		// The line's own options come last, so that they win.
+		opts := append([]asynq.Option{asynq.Queue(*queue)}, t.opts...)
+		_, err := pc.Enqueue(ctx, t.task, opts...)
+		if err == nil {
+			enqueued++
+			bar.update(i + 1)
+			continue
+		}
+		bar.clear()
+		if errors.Is(err, asynq.ErrTaskIDConflict) {
+			reject(t.line, "id %q is taken: queue %s already has a task with this id",
+				optString(t.opts, asynq.TaskIDOpt, ""), optString(t.opts, asynq.QueueOpt, *queue))
+			bar.update(i + 1)
+			continue
+		}
+		// Redis failed, or the command was interrupted: the lines after
+		// this one would fail the same way, one timeout each.
+		notEnqueued = len(tasks) - i
+		stopped := "stopped"
+		if ctx.Err() != nil {
+			stopped = "interrupted"
+		} else {
+			fmt.Fprintf(stderr, "enqueue: line %d: %v\n", t.line, err)
+		}
+		fmt.Fprintf(stderr, "enqueue: %s at line %d: it and %s after it not enqueued\n", stopped, t.line, count(notEnqueued-1, "valid line"))
+		break
+	}
+	bar.clear()
+	slices.Sort(rejected)
+	fmt.Fprintln(stdout, summary(enqueued, total, rejected, notEnqueued))
+	return exitStatus(rejected, notEnqueued)
+}
+
+// summary returns the last line of "enqueue bulk", such as
+//
+//	enqueued 7 of 9 tasks; 2 rejected (lines 3, 8)
+func summary(enqueued, total int, rejected []int, notEnqueued int) string {
+	s := fmt.Sprintf("enqueued %d of %d tasks", enqueued, total)
+	if len(rejected) > 0 {
+		s += fmt.Sprintf("; %d rejected (%s)", len(rejected), listLines(rejected))
+	}
+	if notEnqueued > 0 {
+		s += fmt.Sprintf("; %d not enqueued after an error", notEnqueued)
+	}
+	return s
+}
+
+// exitStatus is 0 when every task was enqueued, 1 otherwise.
+func exitStatus(rejected []int, notEnqueued int) int {
+	if len(rejected) > 0 || notEnqueued > 0 {
+		return 1
+	}
+	return 0
+}
+
+// listLines returns "line 3", "lines 3, 8" or, beyond maxListed,
+// "lines 1, 2, ..., 10 and 5 more".
+func listLines(lines []int) string {
+	if len(lines) == 1 {
+		return "line " + strconv.Itoa(lines[0])
+	}
+	var b strings.Builder
+	b.WriteString("lines ")
+	for i, n := range lines[:min(len(lines), maxListed)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(n))
+	}
+	if more := len(lines) - maxListed; more > 0 {
+		fmt.Fprintf(&b, " and %d more", more)
+	}
+	return b.String()
+}
+
+// count returns "1 noun" or "n nouns".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// optString returns the string value of the last option of type typ in
+// opts, or def without one.
+func optString(opts []asynq.Option, typ asynq.OptionType, def string) string {
+	for _, o := range slices.Backward(opts) {
+		if o.Type() == typ {
+			if s, ok := o.Value().(string); ok {
+				return s
+			}
+		}
+	}
+	return def
+}
