@@ -161,6 +161,7 @@ type (
 var (
 	taskTypeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$`)
 	ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	yamlTypeRE = regexp.MustCompile(` (in type|into) [][*A-Za-z0-9_]*\.[][*A-Za-z0-9_.]+$`) // Go type names
 )
 
 // LoadPolicies reads and validates the policies file at path.
@@ -183,7 +184,17 @@ func ParsePolicies(source string, data []byte) (*Policies, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return fail("%v", err)
+		// yaml lists each problem on a line of its own, naming Go types:
+		// keep the error on one line, as the commands print it.
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			msgs := make([]string, len(te.Errors))
+			for i, m := range te.Errors {
+				msgs[i] = yamlTypeRE.ReplaceAllString(m, "")
+			}
+			return fail("%s", strings.Join(msgs, "; "))
+		}
+		return fail("%s", strings.Join(strings.Fields(err.Error()), " "))
 	}
 	var margin *time.Duration // the file's, when it sets one
 	if f.Margin != nil {

@@ -17,16 +17,19 @@ import (
 // Parse parses args into fs after applying env: for each flag name in env
 // whose flag is not given on the command line, the environment variable
 // named env[name], when set, gives the value. It returns flag.ErrHelp for
-// -h or --help (usage is already printed), and otherwise a one-line error
+// -h or --help (usage is already printed, on stdout: it was asked for),
+// and otherwise a one-line error
 // naming the bad flag or variable.
 func Parse(fs *flag.FlagSet, args []string, env map[string]string) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
-	fs.SetOutput(os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(os.Stdout)
 		fs.Usage()
+		fs.SetOutput(os.Stderr)
 		return err
 	}
+	fs.SetOutput(os.Stderr)
 	if err != nil {
 		return err
 	}

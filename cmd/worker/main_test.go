@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runMain is the environment variable that makes the test binary run the
+// command's main instead of the tests: the tests run the command as a
+// process, with its real exit status and output.
+const runMain = "SLUICE_TEST_RUN_WORKER_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMain) == "1" {
+		main()
+		os.Exit(0) // main returned without os.Exit: not expected
+	}
+	os.Exit(m.Run())
+}
+
+// unreachable is a Redis URL where nothing listens: loopback port 1.
+const unreachable = "redis://127.0.0.1:1"
+
+// result is what one run of the command did.
+type result struct {
+	code           int
+	stdout, stderr string
+	took           time.Duration
+}
+
+// runWorker runs the command with args as a process of its own, with none of
+// the environment variables it reads, and kills it after 30 s: these tests
+// cover only what happens before a worker starts.
+func runWorker(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REDIS_URL=") && !strings.HasPrefix(kv, "SLUICE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	// GORACE: a race-enabled binary otherwise sleeps 1 s at exit.
+	cmd.Env = append(cmd.Env, runMain+"=1", "GORACE=atexit_sleep_ms=0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run worker %q: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("worker %q still running after 30 s; stderr:\n%s", args, r.stderr)
+	}
+	return r
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"--help", "-h"} {
+		t.Run(flag, func(t *testing.T) {
+			t.Parallel()
+			r := runWorker(t, flag)
+			if got, want := r.code, 0; got != want {
+				t.Errorf("exit status = %d, want %d", got, want)
+			}
+			out := r.stdout
+			if r.stderr != "" {
+				t.Errorf("stderr = %q, want nothing: the usage goes to stdout", r.stderr)
+			}
+			for _, want := range []string{"usage: worker --redis URL --policies FILE", "--sms-webhook URL", "[$SLUICE_POLICIES]"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output does not contain %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// TestStartupErrors: each is one line on stderr, naming what is wrong, and
+// the worker never starts.
+func TestStartupErrors(t *testing.T) {
+	t.Parallel()
+	policies := filepath.Join("..", "..", "examples", "policies.yaml")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope.yaml")
+	badYAML := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badYAML, []byte("tasks: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string // the start of stderr
+	}{
+		{"bad flag", []string{"--nope"}, 2, "worker: flag provided but not defined: -nope\n"},
+		{"bad flag value", []string{"--concurrency", "many"}, 2, `worker: invalid value "many" for flag -concurrency: parse error` + "\n"},
+		{"bad log level", []string{"--log-level", "loud"}, 2, `worker: --log-level "loud": use debug, info, warn or error` + "\n"},
+		{"no policies", []string{"--redis", unreachable}, 2, "worker: no policies: set --policies or SLUICE_POLICIES\n"},
+		{"missing policies file", []string{"--redis", unreachable, "--policies", missing}, 1, "worker: policies: open " + missing + ": no such file or directory\n"},
+		{"policies file is a directory", []string{"--redis", unreachable, "--policies", dir}, 1, "worker: policies: read " + dir + ": is a directory\n"},
+		{"policies not YAML", []string{"--redis", unreachable, "--policies", badYAML}, 1, "worker: " + badYAML + ": "},
+		{"bad queues", []string{"--redis", unreachable, "--policies", policies, "--queues", "a=x"}, 2, "worker: "},
+		{"bad provider hold", []string{"--provider-hold", "everyone"}, 2, `worker: --provider-hold "everyone": use account or tenant` + "\n"},
+		{"two SMS providers", []string{"--sms-log", "--sms-webhook", "http://127.0.0.1:1"}, 2, "worker: --sms-webhook and --sms-log both choose the SMS provider; give one\n"},
+		{"no Redis", []string{"--policies", policies}, 1, "worker: no Redis: set --redis or REDIS_URL\n"},
+		{"bad Redis URL", []string{"--policies", policies, "--redis", "http://127.0.0.1:1"}, 1, `worker: --redis "http://127.0.0.1:1": redis: invalid URL scheme: http` + "\n"},
+		{"unreachable Redis", []string{"--policies", policies, "--redis", unreachable}, 1, "worker: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runWorker(t, tc.args...)
+			if got, want := r.code, tc.code; got != want {
+				t.Errorf("exit status = %d, want %d", got, want)
+			}
+			if !strings.HasPrefix(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("stderr = %q, want one line starting %q", r.stderr, tc.want)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout = %q, want nothing", r.stdout)
+			}
+			// The ping gives up after 5 s; a refused connection should
+			// not take that long.
+			if r.took > 4*time.Second {
+				t.Errorf("took %v", r.took)
+			}
+		})
+	}
+}
