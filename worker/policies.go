@@ -125,7 +125,7 @@ func (p *Policies) Summary() string {
 			if r.Scope == ScopeTenant {
 				b.WriteString(" per tenant")
 				if len(r.Tenants) > 0 {
-					fmt.Fprintf(&b, " (%d overrides)", len(r.Tenants))
+					fmt.Fprintf(&b, " (%d override%s)", len(r.Tenants), map[bool]string{true: "s"}[len(r.Tenants) > 1])
 				}
 			} else {
 				b.WriteString(" global")
@@ -141,8 +141,8 @@ func (p *Policies) Summary() string {
 // The shape of the file.
 type (
 	policiesFile struct {
-		Margin *string               `yaml:"margin"`
-		Tasks  map[string][]ruleFile `yaml:"tasks"`
+		Margin *string                `yaml:"margin"`
+		Tasks  *map[string][]ruleFile `yaml:"tasks"`
 	}
 	ruleFile struct {
 		Name    string                  `yaml:"name"`
@@ -204,8 +204,13 @@ func ParsePolicies(source string, data []byte) (*Policies, error) {
 		}
 		margin = &m
 	}
+	if f.Tasks == nil {
+		// An empty file is more likely half-written than meant: saying
+		// "throttle nothing" takes an explicit empty map.
+		return fail("no tasks: list the rules of each task type under tasks:, or write tasks: {} to throttle nothing")
+	}
 	p := &Policies{source: source, tasks: map[string][]Rule{}}
-	for taskType, rules := range f.Tasks {
+	for taskType, rules := range *f.Tasks {
 		if !taskTypeRE.MatchString(taskType) {
 			return fail("task type %q: use letters, digits and : . _ -", taskType)
 		}
@@ -253,7 +258,7 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 	} else if margin != nil {
 		r.Margin = *margin
 	} else {
-		r.Margin = min(DefaultMargin, window/20)
+		r.Margin = min(DefaultMargin, window/20, throttle.MaxWindow-window)
 	}
 	if err := checkMargin(r.Policy, r.Margin); err != nil {
 		return r, err
@@ -342,6 +347,9 @@ type PolicyFile struct {
 
 // OpenPolicyFile loads the policies file at path.
 func OpenPolicyFile(path string) (*PolicyFile, error) {
+	if path == "" {
+		return nil, fmt.Errorf("policies: %w: no file named", ErrPolicies)
+	}
 	f := &PolicyFile{path: path}
 	if err := f.Reload(); err != nil {
 		return nil, err

@@ -254,7 +254,7 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 				return err
 			}
 		}
-		err := next.ProcessTask(ctx, task)
+		err := runHandler(ctx, next, task)
 		var te *ThrottledError
 		if errors.As(err, &te) && te.FromProvider {
 			if herr := t.holds.hold(ctx, holdKey, te.RetryAfter); herr != nil {
@@ -269,6 +269,18 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		}
 		return err
 	})
+}
+
+// runHandler runs next, turning a panic into an error: asynq recovers
+// panics outside the middleware, where the retry budget is not checked, so
+// a panicking task would get one retry more than its budget.
+func runHandler(ctx context.Context, next asynq.Handler, task *asynq.Task) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in the %s handler: %v", task.Type(), r)
+		}
+	}()
+	return next.ProcessTask(ctx, task)
 }
 
 // holdKey is the limiter key of the provider hold for a task.
@@ -348,8 +360,8 @@ func retries(ctx context.Context, task *asynq.Task) (retried, budget int) {
 	if n, err := strconv.Atoi(task.Headers()[producer.HeaderMaxRetry]); err == nil && n >= 0 {
 		return retried, n
 	}
-	max, _ := asynq.GetMaxRetry(ctx)
-	return retried, max - 1
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	return retried, max(maxRetry-1, 0)
 }
 
 // ErrorHandler returns asynq's Config.ErrorHandler for Sluice: throttled

@@ -1,0 +1,763 @@
+package worker_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/worker"
+)
+
+const examplePolicies = "../examples/policies.yaml"
+
+// ignoreMargin leaves Rule.Margin out of comparisons: TestPoliciesMargin
+// covers it.
+var ignoreMargin = cmpopts.IgnoreFields(worker.Rule{}, "Margin")
+
+// TestLoadPoliciesExample loads the sample file of the README, rule by rule.
+func TestLoadPoliciesExample(t *testing.T) {
+	t.Parallel()
+	p, err := worker.LoadPolicies(examplePolicies)
+	if err != nil {
+		t.Fatalf("LoadPolicies(%s): %v", examplePolicies, err)
+	}
+	if got, want := p.Source(), examplePolicies; got != want {
+		t.Errorf("Source() = %q, want %q", got, want)
+	}
+	cases := []struct {
+		taskType string
+		want     []worker.Rule
+	}{
+		{"sms:send", []worker.Rule{
+			{Name: "tenant-per-second", Scope: worker.ScopeTenant, Policy: throttle.PerSecond(4),
+				Tenants: map[string]throttle.Policy{"big": throttle.PerSecond(8)}},
+			{Name: "provider", Scope: worker.ScopeGlobal, Policy: throttle.PerSecond(10)},
+		}},
+		{"email:send", []worker.Rule{
+			{Name: "tenant-daily", Scope: worker.ScopeTenant, Policy: throttle.PerDay(1000)},
+		}},
+		{"push:send", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.taskType, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tc.want, p.Rules(tc.taskType), ignoreMargin); diff != "" {
+				t.Errorf("Rules(%q) (-want +got):\n%s", tc.taskType, diff)
+			}
+		})
+	}
+}
+
+// TestParsePoliciesAccepts reads good files: both scopes, overrides of the
+// limit, the window or both, windows as Go durations and as days, the
+// bounds of a policy, and files with no rules.
+func TestParsePoliciesAccepts(t *testing.T) {
+	t.Parallel()
+	rule := func(name, scope string, limit int, window time.Duration) worker.Rule {
+		return worker.Rule{Name: name, Scope: scope, Policy: throttle.Policy{Limit: limit, Window: window}}
+	}
+	withTenants := func(r worker.Rule, tenants map[string]throttle.Policy) worker.Rule {
+		r.Tenants = tenants
+		return r
+	}
+	const day = 24 * time.Hour
+	cases := []struct {
+		name string
+		yaml string
+		want map[string][]worker.Rule // by task type; types not listed must have no rules
+	}{
+		{"tenant scope", `
+tasks:
+  sms:send:
+    - {name: per-second, scope: tenant, limit: 4, window: 1s}
+`, map[string][]worker.Rule{"sms:send": {rule("per-second", worker.ScopeTenant, 4, time.Second)}}},
+		{"global scope", `
+tasks:
+  sms:send:
+    - {name: provider, scope: global, limit: 10, window: 1s}
+`, map[string][]worker.Rule{"sms:send": {rule("provider", worker.ScopeGlobal, 10, time.Second)}}},
+		{"rules keep file order", `
+tasks:
+  sms:send:
+    - {name: z, scope: tenant, limit: 1, window: 1s}
+    - {name: a, scope: global, limit: 2, window: 1s}
+    - {name: m, scope: tenant, limit: 3, window: 1s}
+`, map[string][]worker.Rule{"sms:send": {
+			rule("z", worker.ScopeTenant, 1, time.Second),
+			rule("a", worker.ScopeGlobal, 2, time.Second),
+			rule("m", worker.ScopeTenant, 3, time.Second),
+		}}},
+		{"same rule name in two task types", `
+tasks:
+  sms:send:   [{name: daily, scope: tenant, limit: 1, window: 1d}]
+  email:send: [{name: daily, scope: tenant, limit: 2, window: 1d}]
+`, map[string][]worker.Rule{
+			"sms:send":   {rule("daily", worker.ScopeTenant, 1, day)},
+			"email:send": {rule("daily", worker.ScopeTenant, 2, day)},
+		}},
+		{"Go durations", `
+tasks:
+  sms:send:
+    - {name: a, scope: tenant, limit: 1, window: 1m30s}
+    - {name: b, scope: tenant, limit: 1, window: 24h}
+    - {name: c, scope: tenant, limit: 1, window: 250ms}
+`, map[string][]worker.Rule{"sms:send": {
+			rule("a", worker.ScopeTenant, 1, 90*time.Second),
+			rule("b", worker.ScopeTenant, 1, day),
+			rule("c", worker.ScopeTenant, 1, 250*time.Millisecond),
+		}}},
+		{"days", `
+tasks:
+  sms:send:
+    - {name: a, scope: tenant, limit: 1, window: 1d}
+    - {name: b, scope: global, limit: 1, window: 7d}
+`, map[string][]worker.Rule{"sms:send": {
+			rule("a", worker.ScopeTenant, 1, day),
+			rule("b", worker.ScopeGlobal, 1, 7*day),
+		}}},
+		{"bounds of a policy", `
+margin: 0s
+tasks:
+  sms:send:
+    - {name: smallest, scope: tenant, limit: 1, window: 1ms}
+    - {name: largest, scope: tenant, limit: 100000, window: 3660d}
+`, map[string][]worker.Rule{"sms:send": {
+			rule("smallest", worker.ScopeTenant, 1, throttle.MinWindow),
+			rule("largest", worker.ScopeTenant, throttle.MaxLimit, throttle.MaxWindow),
+		}}},
+		{"overrides of the limit, the window, both", `
+tasks:
+  sms:send:
+    - name: per-second
+      scope: tenant
+      limit: 4
+      window: 1s
+      tenants:
+        big: {limit: 8}
+        slow: {window: 1m}
+        odd: {limit: 100, window: 2d}
+        same: {}
+`, map[string][]worker.Rule{"sms:send": {withTenants(rule("per-second", worker.ScopeTenant, 4, time.Second), map[string]throttle.Policy{
+			"big":  {Limit: 8, Window: time.Second},
+			"slow": {Limit: 4, Window: time.Minute},
+			"odd":  {Limit: 100, Window: 2 * day},
+			"same": {Limit: 4, Window: time.Second},
+		})}}},
+		{"any well-formed task type", `
+tasks:
+  push:send: [{name: a, scope: tenant, limit: 1, window: 1s}]
+`, map[string][]worker.Rule{"push:send": {rule("a", worker.ScopeTenant, 1, time.Second)}}},
+		{"nothing throttled", "tasks: {}\n", nil},
+		{"a type with an empty list", "tasks:\n  sms:send: []\n", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatalf("ParsePolicies: %v", err)
+			}
+			for _, typ := range []string{"sms:send", "email:send", "push:send"} {
+				if diff := cmp.Diff(tc.want[typ], p.Rules(typ), ignoreMargin); diff != "" {
+					t.Errorf("Rules(%q) (-want +got):\n%s", typ, diff)
+				}
+			}
+			if len(tc.want) == 0 {
+				if got, want := p.Summary(), "no rules: every task type runs unthrottled"; got != want {
+					t.Errorf("Summary() = %q, want %q", got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestParsePoliciesRejects reads bad files. Every error matches ErrPolicies
+// and starts with the file's name; those about a rule name the task type,
+// the rule (its number, and its name when it has one) and the field.
+func TestParsePoliciesRejects(t *testing.T) {
+	t.Parallel()
+	// rule is a file with one sms:send rule made of fields.
+	rule := func(fields string) string { return "tasks:\n  sms:send:\n    - {" + fields + "}\n" }
+	cases := []struct {
+		name string
+		yaml string
+		want []string // substrings of the error, after "policies.yaml: invalid policies: "
+	}{
+		// The shape of the file.
+		{"not YAML", "tasks: [", []string{"yaml: "}},
+		{"empty file", "", []string{"no tasks: ", "tasks: {}"}},
+		{"comments only", "# nothing yet\n", []string{"no tasks: "}},
+		{"tasks left empty", "tasks:\n", []string{"no tasks: "}},
+		{"tabs for indentation", "tasks:\n\tsms:send: []\n", []string{"yaml: "}},
+		{"a list at the top", "- tasks\n", []string{"cannot unmarshal"}},
+		{"tasks is not a map", "tasks: 5\n", []string{"line 1", "cannot unmarshal"}},
+		{"rules are not a list", "tasks:\n  sms:send: {name: a}\n", []string{"line 2", "cannot unmarshal"}},
+		{"unknown top-level field", "task:\n  sms:send: []\n", []string{"line 1", "field task not found"}},
+		{"unknown rule field", "tasks:\n  sms:send:\n    - name: a\n      scope: tenant\n      limt: 4\n      window: 1s\n",
+			[]string{"line 5", "field limt not found"}},
+		{"unknown override field", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limt: 2}}"),
+			[]string{"line 3", "field limt not found"}},
+		{"limit not a number", rule("name: a, scope: tenant, limit: four, window: 1s"), []string{"line 3", "`four`", "int"}},
+		{"task type twice", "tasks:\n  sms:send: []\n  sms:send: []\n", []string{`"sms:send" already defined`}},
+
+		// Task types.
+		{"task type with a space", "tasks:\n  sms send:\n    - {name: a, scope: tenant, limit: 1, window: 1s}\n",
+			[]string{`task type "sms send": use letters, digits and : . _ -`}},
+		{"task type with a slash", "tasks:\n  sms/send: []\n", []string{`task type "sms/send"`}},
+
+		// Names.
+		{"missing name", rule("scope: tenant, limit: 1, window: 1s"),
+			[]string{`sms:send: rule 1: name: "" must be 1 to 64 letters, digits, . _ or -`}},
+		{"name with a slash", rule("name: a/b, scope: tenant, limit: 1, window: 1s"),
+			[]string{`sms:send: rule 1 (a/b): name: "a/b" must be`}},
+		{"name too long", rule("name: " + strings.Repeat("n", 65) + ", scope: tenant, limit: 1, window: 1s"),
+			[]string{"sms:send: rule 1 (" + strings.Repeat("n", 65) + "): name: "}},
+		{"duplicate rule names", "tasks:\n  sms:send:\n    - {name: a, scope: tenant, limit: 1, window: 1s}\n    - {name: a, scope: global, limit: 9, window: 1s}\n",
+			[]string{`sms:send: rule 2 (a): name: "a" is used twice`}},
+
+		// Scopes.
+		{"missing scope", rule("name: a, limit: 1, window: 1s"),
+			[]string{`sms:send: rule 1 (a): scope: "" must be "tenant" or "global"`}},
+		{"unknown scope", rule("name: a, scope: tenants, limit: 1, window: 1s"),
+			[]string{`sms:send: rule 1 (a): scope: "tenants" must be "tenant" or "global"`}},
+		{"scope in capitals", rule("name: a, scope: Global, limit: 1, window: 1s"),
+			[]string{`sms:send: rule 1 (a): scope: "Global"`}},
+
+		// Limits.
+		{"missing limit", rule("name: a, scope: tenant, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit 0, window 1s: ", "limit 0 is below 1"}},
+		{"zero limit", rule("name: a, scope: tenant, limit: 0, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit 0, window 1s: ", "limit 0 is below 1"}},
+		{"negative limit", rule("name: a, scope: tenant, limit: -3, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit -3, window 1s: ", "limit -3 is below 1"}},
+		{"limit too large", rule("name: a, scope: tenant, limit: 100001, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit 100001, window 1s: ", "above the maximum of 100000"}},
+
+		// Windows.
+		{"missing window", rule("name: a, scope: tenant, limit: 1"), []string{"sms:send: rule 1 (a): window: missing"}},
+		{"window not a duration", rule("name: a, scope: tenant, limit: 1, window: fast"),
+			[]string{`sms:send: rule 1 (a): window: "fast" is not a duration such as 1s, 1m or 24h`}},
+		{"window without a unit", rule("name: a, scope: tenant, limit: 1, window: 60"),
+			[]string{`sms:send: rule 1 (a): window: "60" is not a duration`}},
+		{"zero days", rule("name: a, scope: tenant, limit: 1, window: 0d"),
+			[]string{`sms:send: rule 1 (a): window: "0d" is not a whole number of days`}},
+		{"negative days", rule("name: a, scope: tenant, limit: 1, window: -2d"),
+			[]string{`window: "-2d" is not a whole number of days`}},
+		{"fractional days", rule("name: a, scope: tenant, limit: 1, window: 1.5d"),
+			[]string{`window: "1.5d" is not a whole number of days`}},
+		{"zero window", rule("name: a, scope: tenant, limit: 1, window: 0s"),
+			[]string{"sms:send: rule 1 (a): limit 1, window 0s: ", "shorter than 1ms"}},
+		{"negative window", rule("name: a, scope: tenant, limit: 1, window: -1s"),
+			[]string{"sms:send: rule 1 (a): limit 1, window -1s: ", "shorter than 1ms"}},
+		{"window too short", rule("name: a, scope: tenant, limit: 1, window: 500us"),
+			[]string{"window 500us: ", "shorter than 1ms"}},
+		{"window too long", rule("name: a, scope: tenant, limit: 1, window: 3661d"),
+			[]string{"window 3661d: ", "longer than"}},
+
+		// Overrides.
+		{"overrides on a global rule", rule("name: provider, scope: global, limit: 10, window: 1s, tenants: {big: {limit: 20}}"),
+			[]string{`sms:send: rule 1 (provider): tenants: overrides need scope "tenant"`}},
+		{"override for a bad tenant id", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {'a b': {limit: 2}}"),
+			[]string{`sms:send: rule 1 (a): tenants: `, `tenant "a b"`}},
+		{"override with a zero limit", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limit: 0}}"),
+			[]string{"sms:send: rule 1 (a): tenants: big: ", "limit 0 is below 1"}},
+		{"override with a limit too large", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limit: 100001}}"),
+			[]string{"sms:send: rule 1 (a): tenants: big: ", "above the maximum"}},
+		{"override with a bad window", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {window: soon}}"),
+			[]string{`sms:send: rule 1 (a): tenants: big: window: "soon" is not a duration`}},
+		{"override with an empty window", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {window: ''}}"),
+			[]string{"sms:send: rule 1 (a): tenants: big: window: missing"}},
+
+		// The rule at fault is named by its place among its type's rules.
+		{"third rule", "tasks:\n  sms:send:\n    - {name: a, scope: tenant, limit: 1, window: 1s}\n    - {name: b, scope: tenant, limit: 1, window: 1s}\n    - {name: c, scope: tenant, limit: 1, window: 1x}\n",
+			[]string{`sms:send: rule 3 (c): window: "1x"`}},
+		{"email rule", "tasks:\n  sms:send: [{name: a, scope: tenant, limit: 1, window: 1s}]\n  email:send: [{name: b, scope: nobody, limit: 1, window: 1s}]\n",
+			[]string{`email:send: rule 1 (b): scope: "nobody"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("ParsePolicies = %v, want an error", p.Summary())
+			}
+			if p != nil {
+				t.Errorf("ParsePolicies returned policies (%s) with its error", p.Summary())
+			}
+			if !errors.Is(err, worker.ErrPolicies) {
+				t.Errorf("error %q does not match ErrPolicies", err)
+			}
+			const prefix = "policies.yaml: invalid policies: "
+			msg, ok := strings.CutPrefix(err.Error(), prefix)
+			if !ok {
+				t.Fatalf("error %q does not start with %q", err, prefix)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestLoadPoliciesErrors: the errors of LoadPolicies name the file.
+func TestLoadPoliciesErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("tasks:\n  sms:send: [{name: a, scope: tenant, limit: 0, window: 1s}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.yaml")
+	cases := []struct {
+		name   string
+		path   string
+		wantIs error
+	}{
+		{"invalid", bad, worker.ErrPolicies},
+		{"missing", missing, fs.ErrNotExist},
+		{"a directory", dir, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := worker.LoadPolicies(tc.path)
+			if err == nil {
+				t.Fatalf("LoadPolicies(%s) = %v, want an error", tc.path, p.Summary())
+			}
+			if !strings.Contains(err.Error(), tc.path) {
+				t.Errorf("error %q does not name the file %s", err, tc.path)
+			}
+			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+				t.Errorf("error %q does not match %v", err, tc.wantIs)
+			}
+		})
+	}
+}
+
+// TestPoliciesFor resolves the rules of the example file for a task: one
+// limiter check per rule, keyed per tenant or globally, with the tenant's
+// override, widened by the rule's Margin, at a cost of 1.
+func TestPoliciesFor(t *testing.T) {
+	t.Parallel()
+	p, err := worker.LoadPolicies(examplePolicies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// widened is pol with the Margin of the rule named name of taskType.
+	widened := func(taskType, name string, pol throttle.Policy) throttle.Policy {
+		for _, r := range p.Rules(taskType) {
+			if r.Name == name {
+				pol.Window += r.Margin
+				return pol
+			}
+		}
+		t.Fatalf("no rule %s of %s", name, taskType)
+		return pol
+	}
+	applied := func(taskType, name, key string, pol throttle.Policy) worker.Applied {
+		return worker.Applied{Rule: name, Check: throttle.Check{Key: key, Policy: widened(taskType, name, pol), Cost: 1}}
+	}
+	cases := []struct {
+		name     string
+		taskType string
+		tenant   string
+		want     []worker.Applied
+	}{
+		{"tenant and global rules", "sms:send", "acme", []worker.Applied{
+			applied("sms:send", "tenant-per-second", "rule/sms:send/tenant-per-second/acme", throttle.PerSecond(4)),
+			applied("sms:send", "provider", "rule/sms:send/provider", throttle.PerSecond(10)),
+		}},
+		{"another tenant has its own key, shares the global one", "sms:send", "globex", []worker.Applied{
+			applied("sms:send", "tenant-per-second", "rule/sms:send/tenant-per-second/globex", throttle.PerSecond(4)),
+			applied("sms:send", "provider", "rule/sms:send/provider", throttle.PerSecond(10)),
+		}},
+		{"override", "sms:send", "big", []worker.Applied{
+			applied("sms:send", "tenant-per-second", "rule/sms:send/tenant-per-second/big", throttle.PerSecond(8)),
+			applied("sms:send", "provider", "rule/sms:send/provider", throttle.PerSecond(10)),
+		}},
+		{"override is by exact tenant id", "sms:send", "Big", []worker.Applied{
+			applied("sms:send", "tenant-per-second", "rule/sms:send/tenant-per-second/Big", throttle.PerSecond(4)),
+			applied("sms:send", "provider", "rule/sms:send/provider", throttle.PerSecond(10)),
+		}},
+		{"other type", "email:send", "acme", []worker.Applied{
+			applied("email:send", "tenant-daily", "rule/email:send/tenant-daily/acme", throttle.PerDay(1000)),
+		}},
+		{"type without rules", "push:send", "acme", nil},
+		{"no type", "", "acme", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tc.want, p.For(tc.taskType, tc.tenant)); diff != "" {
+				t.Errorf("For(%q, %q) (-want +got):\n%s", tc.taskType, tc.tenant, diff)
+			}
+		})
+	}
+}
+
+// TestPoliciesMargin: a margin widens the window of every check of a rule;
+// the file's top-level margin applies to every rule, a rule's own margin
+// replaces it; a margin is a Go duration, 0 or more, shorter than the window.
+func TestPoliciesMargin(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		yaml       string
+		wantWindow map[string]time.Duration // by tenant, of For("sms:send", tenant)[0]
+		wantErr    string                   // after "policies.yaml: invalid policies: "
+	}{
+		{"no margin", `
+margin: 0s
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {window: 1m}}}]
+`, map[string]time.Duration{"acme": time.Second, "big": time.Minute}, ""},
+		{"top-level margin", `
+margin: 50ms
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {window: 1m}}}]
+`, map[string]time.Duration{"acme": time.Second + 50*time.Millisecond, "big": time.Minute + 50*time.Millisecond}, ""},
+		{"rule margin replaces the top-level one", `
+margin: 50ms
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, margin: 5ms}]
+`, map[string]time.Duration{"acme": time.Second + 5*time.Millisecond}, ""},
+		{"rule margin of zero", `
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, margin: 0s}]
+`, map[string]time.Duration{"acme": time.Second}, ""},
+		{"bad top-level margin", "margin: soon\ntasks: {}\n", nil, `margin: "soon" is not a duration`},
+		{"negative top-level margin", "margin: -1ms\ntasks: {}\n", nil, "margin: -1ms is negative"},
+		{"bad rule margin", "tasks:\n  sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, margin: x}]\n",
+			nil, `sms:send: rule 1 (a): margin: "x" is not a duration`},
+		{"margin as long as the window", "tasks:\n  sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, margin: 1s}]\n",
+			nil, "sms:send: rule 1 (a): margin: 1s must be shorter than the window 1s"},
+		{"margin as long as an override's window", "tasks:\n  sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, margin: 10ms, tenants: {fast: {window: 10ms}}}]\n",
+			nil, "sms:send: rule 1 (a): tenants: fast: margin: 10ms must be shorter than the window 10ms"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			if tc.wantErr != "" {
+				if err == nil {
+					t.Fatalf("ParsePolicies = %s, want an error", p.Summary())
+				}
+				if !errors.Is(err, worker.ErrPolicies) {
+					t.Errorf("error %q does not match ErrPolicies", err)
+				}
+				if want := "policies.yaml: invalid policies: " + tc.wantErr; !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParsePolicies: %v", err)
+			}
+			for tenant, want := range tc.wantWindow {
+				applied := p.For("sms:send", tenant)
+				if len(applied) != 1 {
+					t.Fatalf("For(sms:send, %s) = %v, want one check", tenant, applied)
+				}
+				if got := applied[0].Check.Policy.Window; got != want {
+					t.Errorf("For(sms:send, %s) window = %v, want %v", tenant, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPoliciesForKeysNeverMeet: rules of different types, names and scopes,
+// and different tenants, never share a limiter key.
+func TestPoliciesForKeysNeverMeet(t *testing.T) {
+	t.Parallel()
+	p, err := worker.ParsePolicies("policies.yaml", []byte(`
+tasks:
+  sms:send:
+    - {name: a, scope: tenant, limit: 1, window: 1s}
+    - {name: b, scope: global, limit: 1, window: 1s}
+  sms:send:a:
+    - {name: a, scope: tenant, limit: 1, window: 1s}
+  email:send:
+    - {name: a, scope: tenant, limit: 1, window: 1s}
+    - {name: b, scope: tenant, limit: 1, window: 1s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{} // limiter key -> the rule (and tenant) it counts for
+	for _, typ := range []string{"sms:send", "sms:send:a", "email:send"} {
+		rules := p.Rules(typ)
+		for _, tenant := range []string{"acme", "a", "b", "acme.b"} {
+			applied := p.For(typ, tenant)
+			if got, want := len(applied), len(rules); got != want {
+				t.Fatalf("For(%q, %q) has %d rules, want %d", typ, tenant, got, want)
+			}
+			for i, a := range applied {
+				who := typ + " rule " + a.Rule
+				if rules[i].Scope == worker.ScopeTenant {
+					who += " tenant " + tenant
+				}
+				if prev, ok := owner[a.Check.Key]; ok && prev != who {
+					t.Errorf("key %q of %s is also the key of %s", a.Check.Key, who, prev)
+				}
+				owner[a.Check.Key] = who
+			}
+		}
+	}
+	if got, want := len(owner), 4+1+4+4+4; got != want {
+		t.Errorf("%d distinct keys, want %d: %v", got, want, owner)
+	}
+}
+
+// TestPoliciesSummary is the one-line description of the start log.
+func TestPoliciesSummary(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"no rules", "tasks: {}\n", "no rules: every task type runs unthrottled"},
+		{"types sorted, rules in file order", `
+tasks:
+  sms:send:
+    - {name: tenant-per-second, scope: tenant, limit: 4, window: 1s}
+    - {name: provider, scope: global, limit: 10, window: 1s}
+  email:send:
+    - {name: tenant-daily, scope: tenant, limit: 1000, window: 1d}
+`, "email:send: tenant-daily 1000/24h0m0s per tenant; sms:send: tenant-per-second 4/1s per tenant, provider 10/1s global"},
+		{"overrides are counted", `
+tasks:
+  sms:send:
+    - {name: a, scope: tenant, limit: 4, window: 1s, tenants: {big: {limit: 8}, huge: {limit: 16}}}
+`, "sms:send: a 4/1s per tenant (2 overrides)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := p.Summary(), tc.want; got != want {
+				t.Errorf("Summary() = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestPoliciesSummaryOneOverride: the doc comment of Summary promises
+// "(1 override)" for a rule with a single override.
+func TestPoliciesSummaryOneOverride(t *testing.T) {
+	t.Parallel()
+	p, err := worker.LoadPolicies(examplePolicies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.Summary(), "email:send: tenant-daily 1000/24h0m0s per tenant; sms:send: tenant-per-second 4/1s per tenant (1 override), provider 10/1s global"; got != want {
+		t.Errorf("Summary() = %q, want %q", got, want)
+	}
+}
+
+// writeFile writes data to path, through a rename so that a concurrent
+// reader sees the old file or the new one, never a partial one.
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// policiesWithLimit is a policies file whose one sms:send rule has limit n.
+func policiesWithLimit(n int) string {
+	return "tasks:\n  sms:send:\n    - {name: per-second, scope: tenant, limit: " + strconv.Itoa(n) + ", window: 1s}\n"
+}
+
+// limitOf returns the limit the current policies give acme's sms:send tasks.
+func limitOf(t *testing.T, f *worker.PolicyFile) int {
+	t.Helper()
+	applied := f.Current().For("sms:send", "acme")
+	if len(applied) != 1 {
+		t.Fatalf("For(sms:send, acme) = %v, want one rule", applied)
+	}
+	return applied[0].Check.Policy.Limit
+}
+
+// TestPolicyFileReload: a good file replaces the policies, a bad or missing
+// one leaves them in force and says why.
+func TestPolicyFileReload(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeFile(t, path, policiesWithLimit(4))
+	f, err := worker.OpenPolicyFile(path)
+	if err != nil {
+		t.Fatalf("OpenPolicyFile: %v", err)
+	}
+	if got, want := limitOf(t, f), 4; got != want {
+		t.Fatalf("limit = %d, want %d", got, want)
+	}
+	if got, want := f.Current().Source(), path; got != want {
+		t.Errorf("Source() = %q, want %q", got, want)
+	}
+
+	steps := []struct {
+		name      string
+		data      string // "" removes the file
+		wantErr   string // "" for success
+		wantLimit int
+	}{
+		{"good file", policiesWithLimit(7), "", 7},
+		{"invalid file", policiesWithLimit(0), "limit 0 is below 1", 7},
+		{"not YAML", "tasks: [", "yaml:", 7},
+		{"missing file", "", "no such file", 7},
+		{"good again", policiesWithLimit(9), "", 9},
+	}
+	for _, step := range steps {
+		if step.data == "" {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			writeFile(t, path, step.data)
+		}
+		before := f.Current()
+		err := f.Reload()
+		switch {
+		case step.wantErr == "" && err != nil:
+			t.Errorf("%s: Reload: %v", step.name, err)
+		case step.wantErr != "" && err == nil:
+			t.Errorf("%s: Reload succeeded, want an error", step.name)
+		case step.wantErr != "":
+			if !strings.Contains(err.Error(), step.wantErr) || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s: Reload error %q, want one naming %s and containing %q", step.name, err, path, step.wantErr)
+			}
+			if f.Current() != before {
+				t.Errorf("%s: a failed Reload replaced the policies", step.name)
+			}
+		}
+		if got, want := limitOf(t, f), step.wantLimit; got != want {
+			t.Errorf("%s: limit = %d, want %d", step.name, got, want)
+		}
+	}
+}
+
+// TestPolicyFileReloadConcurrent reloads while readers resolve rules: run
+// with -race. Every reader sees one whole file or the other.
+func TestPolicyFileReloadConcurrent(t *testing.T) {
+	t.Parallel()
+	// Two files of two rules each, whose rules have equal limits within a
+	// file: a reader that saw rules of two files would see different limits.
+	file := func(n int) string {
+		return "tasks:\n  sms:send:\n" +
+			"    - {name: per-second, scope: tenant, limit: " + strconv.Itoa(n) + ", window: 1s}\n" +
+			"    - {name: provider, scope: global, limit: " + strconv.Itoa(n) + ", window: 1s}\n"
+	}
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeFile(t, path, file(1))
+	f, err := worker.OpenPolicyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	errs := make(chan string, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				applied := f.Current().For("sms:send", "acme")
+				if len(applied) != 2 || applied[0].Check.Policy.Limit != applied[1].Check.Policy.Limit {
+					errs <- "a reader saw a mix of two files"
+					return
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		n := 1 + i%2
+		writeFile(t, path, file(n))
+		if err := f.Reload(); err != nil {
+			t.Errorf("Reload %d: %v", i, err)
+		}
+		if i%10 == 0 {
+			writeFile(t, path, "tasks: [")
+			if err := f.Reload(); err == nil {
+				t.Errorf("Reload %d of a bad file succeeded", i)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+// TestOpenPolicyFileErrors: a file that does not load is an error, not an
+// empty PolicyFile.
+func TestOpenPolicyFileErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	writeFile(t, bad, "tasks:\n  sms:send: [{name: a, scope: everyone, limit: 1, window: 1s}]\n")
+	cases := []struct {
+		name string
+		path string
+	}{
+		{"invalid", bad},
+		{"missing", filepath.Join(dir, "missing.yaml")},
+		{"no path", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f, err := worker.OpenPolicyFile(tc.path)
+			if err == nil {
+				t.Fatalf("OpenPolicyFile(%q) = %+v (current policies %v), want an error", tc.path, f, f.Current())
+			}
+			if f != nil {
+				t.Errorf("OpenPolicyFile(%q) returned a PolicyFile with its error", tc.path)
+			}
+		})
+	}
+}
+
+// TestStaticPolicies always holds its policies; Reload does nothing.
+func TestStaticPolicies(t *testing.T) {
+	t.Parallel()
+	p, err := worker.ParsePolicies("inline", []byte(policiesWithLimit(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := worker.StaticPolicies(p)
+	if f.Current() != p {
+		t.Fatalf("Current() = %p, want %p", f.Current(), p)
+	}
+	if err := f.Reload(); err != nil {
+		t.Errorf("Reload: %v", err)
+	}
+	if f.Current() != p {
+		t.Errorf("after Reload, Current() = %p, want %p", f.Current(), p)
+	}
+}

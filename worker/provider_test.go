@@ -1,0 +1,287 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/worker"
+)
+
+// fakeSMS is an SMSProvider that records what it is asked to send and
+// returns err.
+type fakeSMS struct {
+	got chan worker.Message[producer.SMS]
+	err error
+}
+
+func newFakeSMS(err error) *fakeSMS {
+	return &fakeSMS{got: make(chan worker.Message[producer.SMS], 10), err: err}
+}
+
+func (f *fakeSMS) SendSMS(_ context.Context, m worker.Message[producer.SMS]) error {
+	f.got <- m
+	return f.err
+}
+
+// fakeEmail is an EmailProvider that records what it is asked to send and
+// returns err.
+type fakeEmail struct {
+	got chan worker.Message[producer.Email]
+	err error
+}
+
+func newFakeEmail(err error) *fakeEmail {
+	return &fakeEmail{got: make(chan worker.Message[producer.Email], 10), err: err}
+}
+
+func (f *fakeEmail) SendEmail(_ context.Context, m worker.Message[producer.Email]) error {
+	f.got <- m
+	return f.err
+}
+
+// emailTask returns an email:send task for tenant built by the producer.
+func emailTask(t *testing.T, tenant string, opts ...asynq.Option) *asynq.Task {
+	t.Helper()
+	task, err := producer.NewEmailTask(tenant, goodEmail, opts...)
+	if err != nil {
+		t.Fatalf("NewEmailTask(%q): %v", tenant, err)
+	}
+	return task
+}
+
+// TestHandlerArchives: what no retry can fix is archived (SkipRetry) with
+// a clear error, and reaches no provider.
+func TestHandlerArchives(t *testing.T) {
+	t.Parallel()
+	headers := map[string]string{producer.HeaderTenant: "acme", producer.HeaderMaxRetry: "3"}
+	byHand := func(typ, payload string) *asynq.Task {
+		return asynq.NewTaskWithHeaders(typ, []byte(payload), headers)
+	}
+	cases := []struct {
+		name      string
+		task      *asynq.Task
+		noSMS     bool // no SMS provider
+		noEmail   bool // no email provider
+		wantInErr []string
+	}{
+		{"sms payload not JSON", byHand(producer.TypeSMS, "to=+15551234567"), false, false, []string{"invalid task"}},
+		{"sms payload empty", byHand(producer.TypeSMS, ""), false, false, []string{"invalid task"}},
+		{"sms payload with an unknown field", byHand(producer.TypeSMS, `{"to":"+15551234567","body":"hi","cc":"x"}`), false, false,
+			[]string{"invalid task", "cc"}},
+		{"sms with a bad number", byHand(producer.TypeSMS, `{"to":"555-1234","body":"hi"}`), false, false,
+			[]string{`to "555-1234"`}},
+		{"sms with an empty body", byHand(producer.TypeSMS, `{"to":"+15551234567","body":"  "}`), false, false,
+			[]string{"body"}},
+		{"email payload not JSON", byHand(producer.TypeEmail, "{"), false, false, []string{"invalid task"}},
+		{"email without a subject", byHand(producer.TypeEmail, `{"to":"ada@example.com","body":"hi"}`), false, false,
+			[]string{"subject"}},
+		{"unknown type", byHand("push:send", `{"to":"x"}`), false, false, []string{`unknown task type "push:send"`}},
+		{"empty type", byHand("", `{}`), false, false, []string{`unknown task type ""`}},
+		{"no SMS provider", smsTask(t, "acme"), true, false, []string{"no SMS provider configured"}},
+		{"no email provider", emailTask(t, "acme"), false, true, []string{"no email provider configured"}},
+		{"no SMS provider, bad payload", byHand(producer.TypeSMS, "{"), true, false, []string{"no SMS provider configured"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sms, email := newFakeSMS(nil), newFakeEmail(nil)
+			var h asynq.Handler
+			switch {
+			case tc.noSMS:
+				h = worker.Handler(nil, email)
+			case tc.noEmail:
+				h = worker.Handler(sms, nil)
+			default:
+				h = worker.Handler(sms, email)
+			}
+			err := h.ProcessTask(context.Background(), tc.task)
+			if !errors.Is(err, asynq.SkipRetry) {
+				t.Fatalf("ProcessTask = %v, want an error matching SkipRetry", err)
+			}
+			for _, want := range tc.wantInErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+			if got := drain(sms.got); len(got) > 0 {
+				t.Errorf("SMS provider was called: %v", got)
+			}
+			if got := drain(email.got); len(got) > 0 {
+				t.Errorf("email provider was called: %v", got)
+			}
+		})
+	}
+}
+
+// TestHandlerSends: a good task reaches its provider with its tenant and
+// payload, and the provider's error comes back unchanged, so that a
+// ThrottledError or a permanent error keeps its meaning.
+func TestHandlerSends(t *testing.T) {
+	t.Parallel()
+	errDown := errors.New("provider down")
+	throttled := &worker.ThrottledError{RetryAfter: 3 * time.Second, By: "provider 429"}
+	rejected := worker.Permanent(errors.New("number not in service"))
+	cases := []struct {
+		name    string
+		provErr error
+	}{
+		{"sent", nil},
+		{"provider fails", errDown},
+		{"provider throttles", throttled},
+		{"provider rejects", rejected},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sms, email := newFakeSMS(tc.provErr), newFakeEmail(tc.provErr)
+			h := worker.Handler(sms, email)
+			ctx := context.Background()
+
+			err := h.ProcessTask(ctx, smsTask(t, "acme"))
+			if !errors.Is(err, tc.provErr) || (tc.provErr == nil) != (err == nil) {
+				t.Errorf("sms: ProcessTask = %v, want %v", err, tc.provErr)
+			}
+			wantSMS := worker.Message[producer.SMS]{Tenant: "acme", Payload: goodSMS}
+			if diff := cmp.Diff(wantSMS, receive(t, sms.got, "SMS")); diff != "" {
+				t.Errorf("SMS message (-want +got):\n%s", diff)
+			}
+
+			err = h.ProcessTask(ctx, emailTask(t, "globex"))
+			if !errors.Is(err, tc.provErr) || (tc.provErr == nil) != (err == nil) {
+				t.Errorf("email: ProcessTask = %v, want %v", err, tc.provErr)
+			}
+			wantEmail := worker.Message[producer.Email]{Tenant: "globex", Payload: goodEmail}
+			if diff := cmp.Diff(wantEmail, receive(t, email.got, "email")); diff != "" {
+				t.Errorf("email message (-want +got):\n%s", diff)
+			}
+
+			if n := len(drain(sms.got)) + len(drain(email.got)); n > 0 {
+				t.Errorf("%d more messages", n)
+			}
+		})
+	}
+}
+
+// TestHandlerTaskID runs tasks through a real asynq server: the provider
+// gets the task's ID, its idempotency key, from asynq's context.
+func TestHandlerTaskID(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	sms, email := newFakeSMS(nil), newFakeEmail(nil)
+	s := startServer(t, rdb, worker.Handler(sms, email))
+
+	smsInfo := s.enqueue(t, smsTask(t, "acme"))
+	emailInfo := s.enqueue(t, emailTask(t, "globex"), asynq.TaskID("welcome-ada"))
+
+	wantSMS := worker.Message[producer.SMS]{ID: smsInfo.ID, Tenant: "acme", Payload: goodSMS}
+	if diff := cmp.Diff(wantSMS, receive(t, sms.got, "SMS")); diff != "" {
+		t.Errorf("SMS message (-want +got):\n%s", diff)
+	}
+	wantEmail := worker.Message[producer.Email]{ID: emailInfo.ID, Tenant: "globex", Payload: goodEmail}
+	if diff := cmp.Diff(wantEmail, receive(t, email.got, "email")); diff != "" {
+		t.Errorf("email message (-want +got):\n%s", diff)
+	}
+	if got, want := emailInfo.ID, "welcome-ada"; got != want {
+		t.Errorf("enqueued email ID = %q, want %q", got, want)
+	}
+}
+
+// TestHandlerWebhookIdempotencyKey: through a real asynq server, the
+// webhook's Idempotency-Key is the task's ID, the same on every attempt.
+func TestHandlerWebhookIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	srv, got := provider(t, status(http.StatusOK, ""))
+	s := startServer(t, rdb, worker.Handler(&worker.Webhook{URL: srv.URL, Client: srv.Client()}, nil))
+	info := s.enqueue(t, smsTask(t, "acme"))
+	req := receive(t, got, "request")
+	if got, want := req.Key, info.ID; got != want {
+		t.Errorf("Idempotency-Key = %q, want the task ID %q", got, want)
+	}
+	if got, want := req.Body["id"], any(info.ID); got != want {
+		t.Errorf(`body "id" = %v, want the task ID %q`, got, want)
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	t.Parallel()
+	errBoom := errors.New("boom")
+	skip := fmt.Errorf("%w: bad number", asynq.SkipRetry)
+	cases := []struct {
+		name    string
+		err     error
+		wantMsg string // "" for a nil error
+	}{
+		{"nil", nil, ""},
+		{"plain error", errBoom, "skip retry for the task: boom"},
+		{"wrapped error", fmt.Errorf("webhook: %w", errBoom), "skip retry for the task: webhook: boom"},
+		{"already permanent", skip, "skip retry for the task: bad number"},
+		{"SkipRetry itself", asynq.SkipRetry, "skip retry for the task"},
+		{"permanent twice", worker.Permanent(errBoom), "skip retry for the task: boom"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := worker.Permanent(tc.err)
+			if tc.wantMsg == "" {
+				if got != nil {
+					t.Fatalf("Permanent(nil) = %v, want nil", got)
+				}
+				return
+			}
+			if got == nil {
+				t.Fatalf("Permanent(%v) = nil", tc.err)
+			}
+			if got, want := got.Error(), tc.wantMsg; got != want {
+				t.Errorf("Permanent(%v) = %q, want %q", tc.err, got, want)
+			}
+			if !errors.Is(got, asynq.SkipRetry) {
+				t.Errorf("Permanent(%v) does not match SkipRetry", tc.err)
+			}
+			if !errors.Is(got, tc.err) {
+				t.Errorf("Permanent(%v) does not match its cause", tc.err)
+			}
+			if again := worker.Permanent(got); again != got {
+				t.Errorf("Permanent(Permanent(%v)) = %q, want the same error %q", tc.err, again, got)
+			}
+		})
+	}
+}
+
+// TestLogProvider sends nothing and logs what it would send.
+func TestLogProvider(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	p := worker.LogProvider{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+	ctx := context.Background()
+	if err := p.SendSMS(ctx, worker.Message[producer.SMS]{ID: "t1", Tenant: "acme", Payload: goodSMS}); err != nil {
+		t.Errorf("SendSMS: %v", err)
+	}
+	if err := p.SendEmail(ctx, worker.Message[producer.Email]{ID: "t2", Tenant: "globex", Payload: goodEmail}); err != nil {
+		t.Errorf("SendEmail: %v", err)
+	}
+	want := []map[string]any{
+		{"level": "INFO", "msg": "sms", "id": "t1", "tenant": "acme", "to": goodSMS.To, "body": goodSMS.Body},
+		{"level": "INFO", "msg": "email", "id": "t2", "tenant": "globex", "to": goodEmail.To, "subject": goodEmail.Subject},
+	}
+	if diff := cmp.Diff(want, buf.records(t), ignoreTime); diff != "" {
+		t.Errorf("logs (-want +got):\n%s", diff)
+	}
+}
+
+// ignoreTime leaves the "time" of slog records out of comparisons.
+var ignoreTime = cmp.FilterPath(func(p cmp.Path) bool {
+	mi, ok := p.Last().(cmp.MapIndex)
+	return ok && mi.Key().String() == "time"
+}, cmp.Ignore())

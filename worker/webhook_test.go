@@ -1,0 +1,326 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/worker"
+)
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	const year = 365 * 24 * time.Hour
+	cases := []struct {
+		name   string
+		value  string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"seconds", "120", 2 * time.Minute, true},
+		{"one second", "1", time.Second, true},
+		{"zero", "0", 0, true},
+		{"leading zeros", "007", 7 * time.Second, true},
+		{"spaces around", "  30 \t", 30 * time.Second, true},
+		{"a year", "31536000", year, true},
+		{"more than a year", "31536001", 0, false},
+		{"overflows int64", "99999999999999999999", 0, false},
+		{"negative", "-1", 0, false},
+		{"fraction", "1.5", 0, false},
+		{"unit", "10s", 0, false},
+		{"IMF-fixdate in the future", "Wed, 04 Mar 2026 05:07:37 GMT", 90 * time.Second, true},
+		{"RFC 850 date", "Wednesday, 04-Mar-26 05:07:37 GMT", 90 * time.Second, true},
+		{"asctime date", "Wed Mar  4 05:07:37 2026", 90 * time.Second, true},
+		{"date now", "Wed, 04 Mar 2026 05:06:07 GMT", 0, true},
+		{"date in the past", "Wed, 04 Mar 2026 05:00:00 GMT", 0, true},
+		{"date long ago", "Thu, 01 Jan 1970 00:00:00 GMT", 0, true},
+		{"date in another zone", "Wed, 04 Mar 2026 05:07:37 PST", 0, false},
+		{"empty", "", 0, false},
+		{"spaces", "   ", 0, false},
+		{"garbage", "soon", 0, false},
+		{"date garbage", "Wed, 32 Mar 2026 05:07:37 GMT", 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := worker.ParseRetryAfter(tc.value, now)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("ParseRetryAfter(%q) = %v, %t; want %v, %t", tc.value, got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+// request is what a provider received.
+type request struct {
+	Method      string
+	ContentType string
+	Key         string // the Idempotency-Key header
+	Body        map[string]any
+}
+
+// provider is an SMS webhook on loopback that records each request and
+// answers with reply.
+func provider(t *testing.T, reply func(w http.ResponseWriter)) (*httptest.Server, <-chan request) {
+	t.Helper()
+	got := make(chan request, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("provider: read body: %v", err)
+		}
+		req := request{Method: r.Method, ContentType: r.Header.Get("Content-Type"), Key: r.Header.Get("Idempotency-Key")}
+		if err := json.Unmarshal(data, &req.Body); err != nil {
+			t.Errorf("provider: body %q is not JSON: %v", data, err)
+		}
+		got <- req
+		reply(w)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, got
+}
+
+func status(code int, body string, headers ...string) func(http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		for i := 0; i+1 < len(headers); i += 2 {
+			w.Header().Set(headers[i], headers[i+1])
+		}
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+var webhookMessage = worker.Message[producer.SMS]{ID: "task-1", Tenant: "acme", Payload: goodSMS}
+
+// TestWebhookRequest: one POST of the message as JSON, keyed by the task ID.
+func TestWebhookRequest(t *testing.T) {
+	t.Parallel()
+	srv, got := provider(t, status(http.StatusOK, "queued"))
+	w := &worker.Webhook{URL: srv.URL + "/send", Client: srv.Client()}
+	if err := w.SendSMS(context.Background(), webhookMessage); err != nil {
+		t.Fatalf("SendSMS: %v", err)
+	}
+	want := request{
+		Method:      http.MethodPost,
+		ContentType: "application/json",
+		Key:         "task-1",
+		Body:        map[string]any{"id": "task-1", "tenant": "acme", "to": goodSMS.To, "body": goodSMS.Body},
+	}
+	if diff := cmp.Diff(want, receive(t, got, "request")); diff != "" {
+		t.Errorf("request (-want +got):\n%s", diff)
+	}
+	if extra := drain(got); len(extra) > 0 {
+		t.Errorf("%d more requests: %v", len(extra), extra)
+	}
+}
+
+// TestWebhookDefaultClient: a Webhook without a Client sends all the same.
+func TestWebhookDefaultClient(t *testing.T) {
+	t.Parallel()
+	srv, got := provider(t, status(http.StatusAccepted, ""))
+	w := &worker.Webhook{URL: srv.URL}
+	if err := w.SendSMS(context.Background(), webhookMessage); err != nil {
+		t.Fatalf("SendSMS: %v", err)
+	}
+	if got, want := receive(t, got, "request").Key, "task-1"; got != want {
+		t.Errorf("Idempotency-Key = %q, want %q", got, want)
+	}
+}
+
+// TestWebhookReplies maps each kind of provider reply to its outcome: sent,
+// throttled (not a failure), retried with backoff, or archived.
+func TestWebhookReplies(t *testing.T) {
+	t.Parallel()
+	type outcome int
+	const (
+		sent outcome = iota
+		throttled
+		retried
+		archived
+	)
+	// The HTTP date is in whole seconds: a date d ahead is a wait of d-1s
+	// to d.
+	dateIn := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(http.TimeFormat) }
+	cases := []struct {
+		name      string
+		reply     func(http.ResponseWriter)
+		want      outcome
+		wantWait  [2]time.Duration // bounds of RetryAfter, when throttled
+		wantInErr []string
+	}{
+		{"200", status(http.StatusOK, `{"status":"queued"}`), sent, [2]time.Duration{}, nil},
+		{"201", status(http.StatusCreated, ""), sent, [2]time.Duration{}, nil},
+		{"204", status(http.StatusNoContent, ""), sent, [2]time.Duration{}, nil},
+		{"429 with seconds", status(http.StatusTooManyRequests, "slow down", "Retry-After", "7"), throttled,
+			[2]time.Duration{7 * time.Second, 7 * time.Second}, []string{"provider 429", "429 Too Many Requests: slow down"}},
+		{"429 with zero seconds", status(http.StatusTooManyRequests, "", "Retry-After", "0"), throttled,
+			[2]time.Duration{0, 0}, []string{"429 Too Many Requests"}},
+		{"429 with an HTTP date", func(w http.ResponseWriter) {
+			status(http.StatusTooManyRequests, "slow down", "Retry-After", dateIn(30*time.Second))(w)
+		}, throttled, [2]time.Duration{28 * time.Second, 30 * time.Second}, []string{"slow down"}},
+		{"429 with a past HTTP date", func(w http.ResponseWriter) {
+			status(http.StatusTooManyRequests, "", "Retry-After", dateIn(-time.Hour))(w)
+		}, throttled, [2]time.Duration{0, 0}, nil},
+		{"429 without Retry-After", status(http.StatusTooManyRequests, "slow down"), throttled,
+			[2]time.Duration{worker.DefaultProviderRetry, worker.DefaultProviderRetry}, []string{"slow down"}},
+		{"429 with a bad Retry-After", status(http.StatusTooManyRequests, "", "Retry-After", "soon"), throttled,
+			[2]time.Duration{worker.DefaultProviderRetry, worker.DefaultProviderRetry}, nil},
+		{"500", status(http.StatusInternalServerError, "database on fire"), retried, [2]time.Duration{},
+			[]string{"webhook: ", "500 Internal Server Error: database on fire"}},
+		{"502 without a body", status(http.StatusBadGateway, ""), retried, [2]time.Duration{}, []string{"502 Bad Gateway"}},
+		{"503", status(http.StatusServiceUnavailable, "maintenance\n", "Retry-After", "60"), retried, [2]time.Duration{},
+			[]string{"503 Service Unavailable: maintenance"}},
+		{"400", status(http.StatusBadRequest, "  number not in service\n"), archived, [2]time.Duration{},
+			[]string{"webhook: ", "400 Bad Request: number not in service"}},
+		{"401", status(http.StatusUnauthorized, "bad API key"), archived, [2]time.Duration{}, []string{"401 Unauthorized: bad API key"}},
+		{"404 without a body", status(http.StatusNotFound, ""), archived, [2]time.Duration{}, []string{"404 Not Found"}},
+		{"422", status(http.StatusUnprocessableEntity, `{"error":"body too long"}`), archived, [2]time.Duration{},
+			[]string{`{"error":"body too long"}`}},
+		{"long message cut to 512 bytes", status(http.StatusBadRequest, strings.Repeat("x", 600)+"END"), archived, [2]time.Duration{},
+			[]string{strings.Repeat("x", 512)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, got := provider(t, tc.reply)
+			w := &worker.Webhook{URL: srv.URL, Client: srv.Client()}
+			err := w.SendSMS(context.Background(), webhookMessage)
+			receive(t, got, "request")
+
+			if tc.want == sent {
+				if err != nil {
+					t.Fatalf("SendSMS = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("SendSMS = nil, want an error")
+			}
+			for _, want := range tc.wantInErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "END") {
+				t.Errorf("error %q holds more than 512 bytes of the reply", err)
+			}
+			te, isThrottled := errors.AsType[*worker.ThrottledError](err)
+			if got, want := isThrottled, tc.want == throttled; got != want {
+				t.Errorf("error %q: errors.As(*ThrottledError) = %t, want %t", err, got, want)
+			}
+			if got, want := errors.Is(err, asynq.SkipRetry), tc.want == archived; got != want {
+				t.Errorf("error %q: errors.Is(SkipRetry) = %t, want %t", err, got, want)
+			}
+			if got, want := worker.IsFailure(err), tc.want != throttled; got != want {
+				t.Errorf("IsFailure(%q) = %t, want %t", err, got, want)
+			}
+			if te == nil {
+				return
+			}
+			if te.RetryAfter < tc.wantWait[0] || te.RetryAfter > tc.wantWait[1] {
+				t.Errorf("RetryAfter = %v, want %v to %v", te.RetryAfter, tc.wantWait[0], tc.wantWait[1])
+			}
+			if got, want := te.By, "provider 429"; got != want {
+				t.Errorf("By = %q, want %q", got, want)
+			}
+			if te.Err == nil {
+				t.Error("ThrottledError.Err is nil, want the provider's reply")
+			}
+		})
+	}
+}
+
+// TestWebhookUnreachable: network failures are retried with backoff, never
+// archived; so is a send cut short by its context (a worker shutting down).
+func TestWebhookUnreachable(t *testing.T) {
+	t.Parallel()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read the body, so that the server notices when the client goes
+		// away and cancels r.Context().
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(hang) })
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		name   string
+		ctx    context.Context
+		w      *worker.Webhook
+		wantIs error
+	}{
+		{"server closed", context.Background(), &worker.Webhook{URL: closedURL}, nil},
+		{"context cancelled", cancelled, &worker.Webhook{URL: slow.URL, Client: slow.Client()}, context.Canceled},
+		{"context deadline", nil, &worker.Webhook{URL: slow.URL, Client: slow.Client()}, context.DeadlineExceeded},
+		{"client timeout", context.Background(), &worker.Webhook{URL: slow.URL, Client: &http.Client{Timeout: 50 * time.Millisecond}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := tc.ctx
+			if ctx == nil {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+				defer cancel()
+			}
+			err := tc.w.SendSMS(ctx, webhookMessage)
+			if err == nil {
+				t.Fatal("SendSMS = nil, want an error")
+			}
+			if !strings.HasPrefix(err.Error(), "webhook: ") {
+				t.Errorf("error %q does not start with %q", err, "webhook: ")
+			}
+			if errors.Is(err, asynq.SkipRetry) {
+				t.Errorf("error %q matches SkipRetry: the task would be archived", err)
+			}
+			if worker.IsThrottled(err) {
+				t.Errorf("error %q is a ThrottledError", err)
+			}
+			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+				t.Errorf("error %q does not match %v", err, tc.wantIs)
+			}
+		})
+	}
+}
+
+// TestWebhookBadURL: a URL that cannot make a request is permanent.
+func TestWebhookBadURL(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		url  string
+	}{
+		{"no scheme separator", "://sms.example"},
+		{"control character", "http://sms.example/\x7f\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := (&worker.Webhook{URL: tc.url}).SendSMS(context.Background(), webhookMessage)
+			if !errors.Is(err, asynq.SkipRetry) {
+				t.Errorf("SendSMS = %v, want an error matching SkipRetry", err)
+			}
+		})
+	}
+}
