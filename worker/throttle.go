@@ -246,13 +246,8 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 			return fmt.Errorf("%w: task %s: header %s: %v", asynq.SkipRetry, task.Type(), producer.HeaderTenant, err)
 		}
 		holdKey := t.holdKey(task.Type(), tenant)
-		if err := t.waitProviderHold(ctx, holdKey); err != nil {
+		if err := t.admit(ctx, holdKey, t.policies.Current().For(task.Type(), tenant)); err != nil {
 			return err
-		}
-		if applied := t.policies.Current().For(task.Type(), tenant); len(applied) > 0 {
-			if err := t.admit(ctx, task, applied); err != nil {
-				return err
-			}
 		}
 		err := runHandler(ctx, next, task)
 		var te *ThrottledError
@@ -307,14 +302,23 @@ func (t *Throttle) waitProviderHold(ctx context.Context, key string) error {
 	return &ThrottledError{RetryAfter: left, By: "provider hold"}
 }
 
-// admit asks the limiter; nil means run the task.
-func (t *Throttle) admit(ctx context.Context, task *asynq.Task, applied []Applied) error {
+// admit waits out a provider hold on holdKey, then asks the limiter for the
+// applied rules (none: the task is not throttled); nil means run the task.
+// The hold is checked again before each question, as a hold can begin while
+// a task waits for its place.
+func (t *Throttle) admit(ctx context.Context, holdKey string, applied []Applied) error {
 	checks := make([]throttle.Check, len(applied))
 	for i, a := range applied {
 		checks[i] = a.Check
 	}
 	id, _ := asynq.GetTaskID(ctx)
 	for held := 0; ; held++ {
+		if err := t.waitProviderHold(ctx, holdKey); err != nil {
+			return err
+		}
+		if len(checks) == 0 {
+			return nil
+		}
 		md, err := t.limiter.AllowInLine(ctx, id, checks)
 		switch {
 		case err != nil && t.mode == FailOpen:
