@@ -1,0 +1,110 @@
+package worker_test
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/worker"
+)
+
+// TestMiddlewareHoldsShortWaits: a denied task whose place is within
+// MaxHold waits for it in the worker and never goes through the retry set;
+// with holding turned off, the same tasks do.
+func TestMiddlewareHoldsShortWaits(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		maxHold   time.Duration
+		throttled bool // whether tasks went through the retry set
+	}{
+		{"default hold of 2s", 0, false},
+		{"no holding", -1, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rdb := redistest.Client(t)
+			prefix := redistest.Prefix(t)
+			p, err := worker.ParsePolicies(t.Name(), []byte(`
+tasks:
+  sms:send:
+    - {name: per-second, scope: tenant, limit: 2, window: 1s}
+`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), worker.StaticPolicies(p),
+				&worker.ThrottleConfig{MaxHold: tc.maxHold, DelayedTaskCheckInterval: serverCheckInterval, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rdb.Del(t.Context(), redistest.Keys(t, rdb, prefix)...) })
+			rec := newRecorder(nil)
+			s := startServer(t, rdb, tr.Middleware(rec))
+			// Places at 0, 0, 1s and 1s: the last two wait under 1.1s.
+			const n = 4
+			for range n {
+				s.enqueue(t, smsTask(t, "acme"))
+			}
+			for range n {
+				receive(t, rec.calls, "handler call")
+			}
+			s.stop()
+			throttled := 0
+			for _, f := range drain(s.failures) {
+				if !worker.IsThrottled(f.Err) {
+					t.Errorf("task %s failed: %v", f.ID, f.Err)
+				}
+				throttled++
+			}
+			if got, want := throttled > 0, tc.throttled; got != want {
+				t.Errorf("%d tasks went through the retry set; want some: %v", throttled, want)
+			}
+		})
+	}
+}
+
+// TestMiddlewareProviderHold: after a provider's 429, other tasks of the
+// account wait until its Retry-After, in this worker and, through Redis, in
+// any other sharing the limiter's prefix.
+func TestMiddlewareProviderHold(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	p, err := worker.ParsePolicies(t.Name(), []byte("tasks: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	tr, err := worker.NewThrottle(limiter, worker.StaticPolicies(p),
+		&worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Del(t.Context(), redistest.Keys(t, rdb, prefix)...) })
+	const hold = 1500 * time.Millisecond
+	var answered atomic.Bool
+	rec := newRecorder(func(c call) error {
+		if !answered.Swap(true) {
+			return &worker.ThrottledError{RetryAfter: hold, By: "provider 429", FromProvider: true}
+		}
+		return nil
+	})
+	s := startServer(t, rdb, tr.Middleware(rec))
+	s.enqueue(t, smsTask(t, "acme"))
+	c429 := receive(t, rec.calls, "the call answered 429")
+	// The hold is in Redis for every worker.
+	eventually(t, func() (bool, string) {
+		d, err := limiter.HeldFor(t.Context(), "provider/sms:send")
+		return err == nil && d > 0, "no hold in Redis"
+	})
+	s.enqueue(t, smsTask(t, "other-tenant"))
+	next := receive(t, rec.calls, "a task of another tenant")
+	if waited := next.At.Sub(c429.At); waited < hold-100*time.Millisecond {
+		t.Errorf("a task of another tenant ran %v after the 429, within its hold of %v", waited, hold)
+	}
+}
