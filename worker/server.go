@@ -37,6 +37,12 @@ type Config struct {
 	// (asynq's own default is 5 s).
 	DelayedTaskCheckInterval time.Duration
 
+	// FetchInterval is how often an idle worker looks for tasks when its
+	// queues are empty (asynq's TaskCheckInterval, whose default is 1 s): a
+	// task moved from the retry set to an empty queue waits up to this long
+	// to be fetched. Default 100 ms.
+	FetchInterval time.Duration
+
 	// ShutdownTimeout is how long Shutdown waits for running tasks before
 	// asynq puts them back in their queue; default 30 s.
 	ShutdownTimeout time.Duration
@@ -101,11 +107,16 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if interval == 0 {
 		interval = 250 * time.Millisecond
 	}
+	fetch := cfg.FetchInterval
+	if fetch <= 0 {
+		fetch = 100 * time.Millisecond
+	}
 	t, err := NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), cfg.Policies, &ThrottleConfig{
 		FailureMode:              cfg.FailureMode,
 		LimiterRetry:             cfg.LimiterRetry,
 		MaxHold:                  cfg.MaxHold,
 		DelayedTaskCheckInterval: interval,
+		FetchInterval:            fetch,
 		ProviderHold:             cfg.ProviderHold,
 		Logger:                   logger,
 	})
@@ -120,6 +131,7 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		Concurrency:              cfg.Concurrency,
 		Queues:                   cfg.Queues,
 		DelayedTaskCheckInterval: interval,
+		TaskCheckInterval:        fetch,
 		ShutdownTimeout:          shutdown,
 		IsFailure:                IsFailure,
 		RetryDelayFunc:           RetryDelay(cfg.RetryDelay),

@@ -138,6 +138,11 @@ type ThrottleConfig struct {
 	// early, then waits in the worker for its place.
 	DelayedTaskCheckInterval time.Duration
 
+	// FetchInterval must be the asynq server's TaskCheckInterval (default
+	// 1 s, as asynq's): a task moved to an empty queue can wait this long
+	// to be fetched, so it is sent back this much earlier too.
+	FetchInterval time.Duration
+
 	// ProviderHold says whose sends a provider's 429 holds back, in every
 	// worker, until its Retry-After; default HoldAccount.
 	ProviderHold HoldScope
@@ -206,11 +211,15 @@ func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleC
 	if interval <= 0 {
 		interval = 5 * time.Second
 	}
+	fetch := cfg.FetchInterval
+	if fetch <= 0 {
+		fetch = time.Second
+	}
 	// A task due at second S moves to its queue between S and S+interval,
-	// and asynq rounds S down: aim S one second plus the interval before
-	// the place (and 100 ms for the dequeue), so that the task is in the
-	// worker before its place.
-	t.lead = max(0, min(t.maxHold, time.Second+interval+100*time.Millisecond))
+	// is fetched within the fetch interval, and asynq rounds S down: aim S
+	// one second plus both intervals (and 50 ms) before the place, so that
+	// the task is in the worker before its place.
+	t.lead = max(0, min(t.maxHold, time.Second+interval+fetch+50*time.Millisecond))
 	return t, nil
 }
 

@@ -50,6 +50,7 @@ var env = map[string]string{
 	"shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
 	"fail-open":        "SLUICE_FAIL_OPEN",
 	"max-hold":         "SLUICE_MAX_HOLD",
+	"fetch-interval":   "SLUICE_FETCH_INTERVAL",
 	"provider-hold":    "SLUICE_PROVIDER_HOLD",
 	"log-level":        "SLUICE_LOG_LEVEL",
 	"smtp-addr":        "SLUICE_SMTP_ADDR",
@@ -82,6 +83,7 @@ func run(ctx context.Context, args []string) int {
 	queues := fs.String("queues", "default=1", "queues and priorities, `name=prio,...`")
 	prefix := fs.String("prefix", "sluice:", "prefix of the limiter's Redis keys")
 	checkInterval := fs.Duration("check-interval", 250*time.Millisecond, "how often due retries move to their queue")
+	fetchInterval := fs.Duration("fetch-interval", 100*time.Millisecond, "how often an idle worker looks for tasks in its empty queues")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long running tasks may finish at shutdown")
 	failOpen := fs.Bool("fail-open", false, "run tasks without a decision when Redis cannot decide (default: they wait)")
 	maxHold := fs.Duration("max-hold", 2*time.Second, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never)")
@@ -155,6 +157,7 @@ func run(ctx context.Context, args []string) int {
 		Queues:                   qs,
 		Prefix:                   *prefix,
 		DelayedTaskCheckInterval: *checkInterval,
+		FetchInterval:            *fetchInterval,
 		ShutdownTimeout:          *shutdownTimeout,
 		MaxHold:                  *maxHold,
 		ProviderHold:             holdScope,
