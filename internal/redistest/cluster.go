@@ -59,6 +59,29 @@ func Cluster(tb testing.TB) *redis.ClusterClient {
 	return rdb
 }
 
+// Own returns the URL of a Redis of tb's own: an empty redis-server process
+// on loopback, for tests that run commands as a user would, on database 0
+// and its default queue. It stops when the test binary's tests end (see
+// Main). The binary is REDIS_SERVER, or redis-server on PATH.
+func Own(tb testing.TB) string {
+	tb.Helper()
+	bin := os.Getenv("REDIS_SERVER")
+	if bin == "" {
+		bin = "redis-server"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		unavailable(tb, "no redis-server for tests: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr, err := startNode(ctx, path, false)
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	return "redis://" + addr + "/0"
+}
+
 // startCluster starts the nodes, assigns the slots, joins the nodes, and
 // waits until every node reports the cluster ok.
 func startCluster() ([]string, error) {
@@ -82,7 +105,7 @@ func startCluster() ([]string, error) {
 		}
 	}()
 	for i := range nodes {
-		addr, err := startNode(ctx, bin)
+		addr, err := startNode(ctx, bin, true)
 		if err != nil {
 			return nil, err
 		}
@@ -115,9 +138,9 @@ func startCluster() ([]string, error) {
 	return addrs, nil
 }
 
-// startNode starts one cluster-enabled redis-server on a free loopback port
-// and waits until it answers; Main stops it.
-func startNode(ctx context.Context, bin string) (string, error) {
+// startNode starts one redis-server on a free loopback port, a cluster
+// node when cluster is set, and waits until it answers; Main stops it.
+func startNode(ctx context.Context, bin string, cluster bool) (string, error) {
 	dir, err := os.MkdirTemp("", "sluice-cluster-")
 	if err != nil {
 		return "", err
@@ -137,12 +160,14 @@ func startNode(ctx context.Context, bin string) (string, error) {
 			return "", err
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		cmd := exec.Command(bin,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)),
+		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--dir", dir, "--save", "", "--appendonly", "no",
-			"--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d.log", port)))
+			"--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d.log", port))}
+		if cluster {
+			args = append(args, "--cluster-enabled", "yes",
+				"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)))
+		}
+		cmd := exec.Command(bin, args...)
 		if err := cmd.Start(); err != nil {
 			return "", fmt.Errorf("start %s: %w", bin, err)
 		}
