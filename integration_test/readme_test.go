@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -102,6 +104,32 @@ func TestREADME(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+
+	t.Run("Go tour", func(t *testing.T) {
+		readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		example, err := os.ReadFile(filepath.Join(root, "worker", "example_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, tour, ok := strings.Cut(string(readme), "## The Go API in 30 lines\n\n```go\n")
+		tour, _, ok2 := strings.Cut(tour, "```")
+		_, code, ok3 := strings.Cut(string(example), "// README tour begins\n")
+		code, _, ok4 := strings.Cut(code, "\t// README tour ends")
+		if !ok || !ok2 || !ok3 || !ok4 {
+			t.Fatal("README.md has no Go tour, or worker/example_test.go has no README tour markers")
+		}
+		// The example is indented one tab deeper, inside its function.
+		code = strings.ReplaceAll("\n"+code, "\n\t", "\n")[1:]
+		if diff := cmp.Diff(strings.Split(code, "\n"), strings.Split(tour, "\n")); diff != "" {
+			t.Errorf("the README's Go tour differs from Example in worker/example_test.go, which compiles (-example +README):\n%s", diff)
+		}
+		if n := strings.Count(tour, "\n"); n > 32 {
+			t.Errorf("the Go tour has %d lines; the README promises about 30", n)
+		}
+	})
 
 	t.Run("ci", func(t *testing.T) {
 		ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
