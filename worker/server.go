@@ -72,6 +72,15 @@ type Config struct {
 	// default (exponential with jitter).
 	RetryDelay asynq.RetryDelayFunc
 
+	// ErrorHandler, when set, is called after the worker's own logging
+	// (see ErrorHandler) for every task run that returned an error: a task
+	// sent back through the retry set by throttling (IsThrottled), a
+	// failure to be retried, or a task being archived. It runs in the
+	// task's goroutine, as asynq's Config.ErrorHandler, so it must be safe
+	// for concurrent use and quick. Nil means none. The demo
+	// (worker --demo) counts throttled returns with it.
+	ErrorHandler asynq.ErrorHandler
+
 	// Logger receives the worker's logs and asynq's; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -123,6 +132,14 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	errorHandler := ErrorHandler(logger)
+	if extra := cfg.ErrorHandler; extra != nil {
+		own := errorHandler
+		errorHandler = asynq.ErrorHandlerFunc(func(ctx context.Context, task *asynq.Task, err error) {
+			own.HandleError(ctx, task, err)
+			extra.HandleError(ctx, task, err)
+		})
+	}
 	shutdown := cfg.ShutdownTimeout
 	if shutdown == 0 {
 		shutdown = 30 * time.Second
@@ -135,7 +152,7 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		ShutdownTimeout:          shutdown,
 		IsFailure:                IsFailure,
 		RetryDelayFunc:           RetryDelay(cfg.RetryDelay),
-		ErrorHandler:             ErrorHandler(logger),
+		ErrorHandler:             errorHandler,
 		Logger:                   asynqLogger{logger},
 		LogLevel:                 asynq.WarnLevel,
 	})

@@ -9,6 +9,13 @@
 //
 // SIGTERM or SIGINT stops fetching and lets running tasks finish within the
 // shutdown timeout; SIGHUP reloads the policies file.
+//
+// With --demo it runs a demonstration that needs nothing but Go (see package
+// internal/demo): an embedded Redis unless --redis or REDIS_URL names one,
+// built-in policies unless --policies names a file, a burst of --demo-tasks
+// SMS for three tenants, live progress, and a summary with a verdict. Exit
+// status 0 when the verdict passes, 1 when it fails, 130 when interrupted
+// (SIGINT or SIGTERM: the worker shuts down gracefully first).
 package main
 
 import (
@@ -25,17 +32,24 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/worker"
 )
 
 const synopsis = `
 usage: worker --redis URL --policies FILE [--sms-webhook URL]
               [--smtp-addr HOST:PORT --smtp-from ADDRESS] [flags]
+       worker --demo [--demo-tasks N] [--redis URL] [--policies FILE]
 
 Runs a Sluice worker: each task asks the limiter for every rule of the
 policies file that applies to it, and a denied task comes back when a slot
 frees. Every flag can also be set from the environment variable shown;
-prefer SLUICE_SMTP_PASSWORD to --smtp-password, which other users can see in ps.`
+prefer SLUICE_SMTP_PASSWORD to --smtp-password, which other users can see in ps.
+
+With --demo it needs nothing but Go: it runs its own Redis unless --redis is
+set, sends a burst of SMS for three tenants through built-in policies, and
+ends within a minute with a summary and a verdict (exit 0 when it passes, 1
+when it fails, 130 when interrupted).`
 
 var env = map[string]string{
 	"redis":            "REDIS_URL",
@@ -89,6 +103,8 @@ func run(ctx context.Context, args []string) int {
 	maxHold := fs.Duration("max-hold", 2*time.Second, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never)")
 	providerHold := fs.String("provider-hold", "account", "whose sends a provider's 429 holds back in every worker: account (all tenants) or tenant")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	demoRun := fs.Bool("demo", false, "run the demo (see above); of the other flags it uses only --redis, --policies, --demo-tasks and --log-level")
+	demoTasks := fs.Int("demo-tasks", demo.DefaultTasks, fmt.Sprintf("how many SMS the demo enqueues, `N` from %d to %d; the built-in policies send about 4 a second, and the demo stops after %v", demo.MinTasks, demo.MaxTasks, demo.DefaultTimeout))
 	fs.Usage = cli.Usage(fs, synopsis, env)
 
 	if err := cli.Parse(fs, args, env); err != nil {
@@ -102,6 +118,9 @@ func run(ctx context.Context, args []string) int {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "worker: --log-level %q: use debug, info, warn or error\n", *logLevel)
 		return 2
+	}
+	if *demoRun {
+		return runDemo(ctx, *redisURL, *policiesPath, *demoTasks, level)
 	}
 	var holdScope worker.HoldScope
 	switch *providerHold {
@@ -216,6 +235,38 @@ func run(ctx context.Context, args []string) int {
 	}
 	logger.Info("worker stopped")
 	return 0
+}
+
+// runDemo runs the demo and returns its exit status.
+func runDemo(ctx context.Context, redisURL, policiesPath string, tasks int, level slog.Level) int {
+	if tasks < demo.MinTasks || tasks > demo.MaxTasks {
+		fmt.Fprintf(os.Stderr, "worker: --demo-tasks %d: give %d to %d\n", tasks, demo.MinTasks, demo.MaxTasks)
+		return 2
+	}
+	cfg := demo.Config{
+		RedisURL: redisURL,
+		Tasks:    tasks,
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+	}
+	if policiesPath != "" {
+		policies, err := worker.OpenPolicyFile(policiesPath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			return 1
+		}
+		cfg.Policies = policies
+	}
+	err := demo.Run(ctx, cfg)
+	if err == nil {
+		return 0
+	}
+	if err != demo.ErrFailed && err != demo.ErrInterrupted { // else the last line said why
+		fmt.Fprintln(os.Stderr, "worker:", err)
+	}
+	if errors.Is(err, demo.ErrInterrupted) {
+		return 130
+	}
+	return 1
 }
 
 func providerName(webhook string, log bool) string {

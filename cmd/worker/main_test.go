@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // runMain is the environment variable that makes the test binary run the
@@ -22,7 +24,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0) // main returned without os.Exit: not expected
 	}
-	os.Exit(m.Run())
+	os.Exit(redistest.Main(m))
 }
 
 // unreachable is a Redis URL where nothing listens: loopback port 1.

@@ -1,0 +1,105 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/cli"
+)
+
+// broker is the Redis a demo runs on: the user's, or one embedded in the
+// process.
+type broker struct {
+	rdb      redis.UniversalClient
+	embedded *miniredis.Miniredis // nil for the user's Redis
+	addr     string               // host:port, for the first line
+}
+
+// openBroker connects to the Redis at url, or starts an embedded
+// miniredis on a random loopback port when url is "".
+//
+// miniredis keeps key TTLs frozen unless told otherwise; ClockTTL makes them
+// run down with the real clock, as Redis's do, so that provider holds
+// (throttle.Limiter.Hold) end and window keys expire. TIME already follows
+// the real clock. See the package documentation for what else was checked.
+func openBroker(ctx context.Context, url string) (*broker, error) {
+	if url == "" {
+		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true)
+		if err := m.Start(); err != nil { // 127.0.0.1, a random port
+			return nil, fmt.Errorf("start the embedded Redis: %w", err)
+		}
+		rdb, err := cli.RedisClient("redis://" + m.Addr())
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		return &broker{rdb: rdb, embedded: m, addr: m.Addr()}, nil
+	}
+	rdb, err := cli.RedisClient(url)
+	if err != nil {
+		return nil, err
+	}
+	addr := "Redis"
+	if c, ok := rdb.(*redis.Client); ok {
+		addr = fmt.Sprintf("%s db %d", c.Options().Addr, c.Options().DB) // not the URL: it may hold a password
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pingCtx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("Redis at %s unreachable: %v", addr, err)
+	}
+	return &broker{rdb: rdb, addr: addr}, nil
+}
+
+// close closes the connection, and stops the embedded Redis.
+func (b *broker) close() {
+	_ = b.rdb.Close()
+	if b.embedded != nil {
+		b.embedded.Close()
+	}
+}
+
+// cleanup deletes every key of the demo's queue and limiter prefix, with
+// the statistics that asynq's DeleteQueue leaves. The worker must have
+// stopped.
+func (b *broker) cleanup(ctx context.Context, queue, prefix string) error {
+	var err error
+	if derr := asynq.NewInspectorFromRedisClient(b.rdb).DeleteQueue(queue, true); derr != nil && !errors.Is(derr, asynq.ErrQueueNotFound) {
+		err = fmt.Errorf("delete the demo's queue %s: %w", queue, derr)
+	}
+	// Neither name holds a glob character: they are patterns of themselves.
+	for _, pattern := range []string{"asynq:{" + queue + "}*", prefix + "*"} {
+		if derr := b.deleteKeys(ctx, pattern); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}
+	return err
+}
+
+// deleteKeys deletes the keys that match pattern.
+func (b *broker) deleteKeys(ctx context.Context, pattern string) error {
+	var keys []string
+	iter := b.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("find the demo's keys %s: %w", pattern, err)
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		if err := b.rdb.Del(ctx, keys[:n]...).Err(); err != nil {
+			return fmt.Errorf("delete the demo's keys %s: %w", pattern, err)
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
