@@ -19,6 +19,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/internal/arrivals"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/producer"
 )
@@ -149,22 +150,6 @@ func writePolicies(t *testing.T, text string) string {
 	return path
 }
 
-// maxInWindow returns the most receipts in any span of length w, and the
-// ideal: the time the sending would take at exactly limit per w.
-func maxInWindow(times []time.Time, w time.Duration) int {
-	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-	best, lo := 0, 0
-	for hi := range times {
-		for times[hi].Sub(times[lo]) >= w {
-			lo++
-		}
-		best = max(best, hi-lo+1)
-	}
-	return best
-}
-
-// TestDeliveryThroughThrottledWorkers runs three worker processes against a
-// recording SMS provider and checks every guarantee from the provider's side.
 func TestDeliveryThroughThrottledWorkers(t *testing.T) {
 	url := redistest.URL(t)
 	rdb := redistest.Client(t)
@@ -282,11 +267,11 @@ tasks:
 	}
 	limits := map[string]int{"acme": 4, "big": 8, "small": 4, throttledTenant: 4}
 	for tenant, times := range byTenant {
-		if got := maxInWindow(times, window); got > limits[tenant] {
+		if got := arrivals.MaxInWindow(times, window); got > limits[tenant] {
 			t.Errorf("tenant %s: provider saw %d in one window, limit %d", tenant, got, limits[tenant])
 		}
 	}
-	if got := maxInWindow(all, window); got > 10 {
+	if got := arrivals.MaxInWindow(all, window); got > 10 {
 		t.Errorf("provider saw %d in one window, global limit 10", got)
 	}
 
@@ -411,11 +396,11 @@ tasks:
 		all = append(all, r.At)
 	}
 	for tenant, times := range byTenant {
-		if got := maxInWindow(times, window); got > perTen {
+		if got := arrivals.MaxInWindow(times, window); got > perTen {
 			t.Errorf("tenant %s: provider saw %d in one window, limit %d", tenant, got, perTen)
 		}
 	}
-	if got := maxInWindow(all, window); got > global {
+	if got := arrivals.MaxInWindow(all, window); got > global {
 		t.Errorf("provider saw %d in one window, global limit %d", got, global)
 	}
 	// At exactly the limit, the first window takes global tasks at once and

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/internal/arrivals"
 	"slices"
 	"time"
 )
@@ -67,8 +68,8 @@ func summarize(receipts []receipt, window time.Duration) Report {
 	return rep
 }
 
-// count returns the figures of receipts for spans of length window.
-func count(receipts []receipt, window time.Duration) Counts {
+// count returns the figures of receipts for spans of length w.
+func count(receipts []receipt, w time.Duration) Counts {
 	var c Counts
 	seen := map[string]int{}
 	times := make([]time.Time, len(receipts))
@@ -83,25 +84,11 @@ func count(receipts []receipt, window time.Duration) Counts {
 	c.Received = len(receipts)
 	c.Unique = len(seen)
 	c.Duplicates = c.Received - c.Unique
-	c.MaxInWindow = maxInWindow(times, window)
+	c.MaxInWindow = arrivals.MaxInWindow(times, w)
 	if len(times) > 0 {
-		c.First, c.Last = times[0], times[len(times)-1] // maxInWindow sorted them
+		c.First, c.Last = slices.MinFunc(times, time.Time.Compare), slices.MaxFunc(times, time.Time.Compare)
 	}
 	return c
-}
-
-// maxInWindow returns the most of times in any span [t, t+window). It sorts
-// times.
-func maxInWindow(times []time.Time, window time.Duration) int {
-	slices.SortFunc(times, time.Time.Compare)
-	best, lo := 0, 0
-	for hi := range times {
-		for times[hi].Sub(times[lo]) >= window {
-			lo++
-		}
-		best = max(best, hi-lo+1)
-	}
-	return best
 }
 
 // inLastWindow returns how many of times, sorted, fall in the span of

@@ -19,34 +19,6 @@ func at(ms ...int) []time.Time {
 	return ts
 }
 
-func TestMaxInWindow(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name  string
-		times []time.Time
-		want  int
-	}{
-		{"none", nil, 0},
-		{"one", at(0), 1},
-		{"four in a second", at(0, 100, 200, 999), 4},
-		{"exactly a window apart are two spans", at(0, 1000), 1},
-		{"a microsecond less than a window", []time.Time{t0, t0.Add(time.Second - time.Microsecond)}, 2},
-		{"five within a second: a limit of 4 exceeded", at(0, 250, 500, 750, 999), 5},
-		{"the limit at every step, never above", at(0, 0, 0, 0, 1000, 1000, 1000, 1000, 2000), 4},
-		{"the densest span is in the middle", at(0, 900, 1500, 1600, 1700, 1800, 2600, 3000), 5},
-		{"same instant", at(5, 5, 5), 3},
-		{"unsorted", at(1800, 0, 1700, 1600, 900, 1500), 5},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if got, want := maxInWindow(tc.times, time.Second), tc.want; got != want {
-				t.Errorf("maxInWindow = %d, want %d", got, want)
-			}
-		})
-	}
-}
-
 func TestInLastWindow(t *testing.T) {
 	t.Parallel()
 	times := at(0, 100, 999, 1000, 1500)

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice/internal/arrivals"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -79,22 +80,6 @@ func policyFor(r worker.Rule, tenant string) (limit int, window time.Duration) {
 	return p.Limit, p.Window
 }
 
-// maxInWindow returns the most of times within any span shorter than w: the
-// span the limiter counts, where an entry w old has left. times need not be
-// sorted and are not changed.
-func maxInWindow(times []time.Time, w time.Duration) int {
-	ts := slices.Clone(times)
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
-	best, lo := 0, 0
-	for hi := range ts {
-		for ts[hi].Sub(ts[lo]) >= w {
-			lo++
-		}
-		best = max(best, hi-lo+1)
-	}
-	return best
-}
-
 // summarize computes the summary and its verdict. A window is checked
 // against the rule's limit as written, without the margin the worker adds:
 // the provider must never see more than the limit in one window.
@@ -138,7 +123,7 @@ func (o outcome) summarize() summary {
 				continue
 			}
 			limit, window := policyFor(r, tenant)
-			rr := ruleResult{Rule: r.Name, Limit: limit, Window: window, Most: maxInWindow(times[tenant], window)}
+			rr := ruleResult{Rule: r.Name, Limit: limit, Window: window, Most: arrivals.MaxInWindow(times[tenant], window)}
 			if rr.Most > rr.Limit {
 				exceeded = append(exceeded, fmt.Sprintf("tenant %s: %d sent within one %v window, rule %s allows %d",
 					tenant, rr.Most, window, r.Name, limit))
@@ -153,7 +138,7 @@ func (o outcome) summarize() summary {
 		if r.Scope != worker.ScopeGlobal {
 			continue
 		}
-		rr := ruleResult{Rule: r.Name, Limit: r.Policy.Limit, Window: r.Policy.Window, Most: maxInWindow(all, r.Policy.Window)}
+		rr := ruleResult{Rule: r.Name, Limit: r.Policy.Limit, Window: r.Policy.Window, Most: arrivals.MaxInWindow(all, r.Policy.Window)}
 		if rr.Most > rr.Limit {
 			exceeded = append(exceeded, fmt.Sprintf("all tenants: %d sent within one %v window, rule %s allows %d",
 				rr.Most, rr.Window, r.Name, rr.Limit))

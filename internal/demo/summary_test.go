@@ -162,38 +162,6 @@ all      3/4   4                                3 of 3 in 1s
 	}
 }
 
-func TestMaxInWindow(t *testing.T) {
-	t.Parallel()
-	ms := func(ms ...int) []time.Time {
-		var ts []time.Time
-		for _, m := range ms {
-			ts = append(ts, time.Unix(0, 0).Add(time.Duration(m)*time.Millisecond))
-		}
-		return ts
-	}
-	cases := []struct {
-		name  string
-		times []time.Time
-		want  int
-	}{
-		{"none", nil, 0},
-		{"one", ms(0), 1},
-		{"same moment", ms(0, 0, 0), 3},
-		{"exactly a window apart: the first has left", ms(0, 1000), 1},
-		{"just inside", ms(0, 999), 2},
-		{"unsorted", ms(2000, 0, 500, 999), 3},
-		{"spread", ms(0, 600, 1200, 1800), 2},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if got := maxInWindow(tc.times, time.Second); got != tc.want {
-				t.Errorf("maxInWindow = %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestSplit(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
