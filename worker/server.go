@@ -144,8 +144,12 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if shutdown == 0 {
 		shutdown = 30 * time.Second
 	}
+	concurrency := cfg.Concurrency
+	if concurrency <= 0 {
+		concurrency = 10
+	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Concurrency:              cfg.Concurrency,
+		Concurrency:              concurrency,
 		Queues:                   cfg.Queues,
 		DelayedTaskCheckInterval: interval,
 		TaskCheckInterval:        fetch,
