@@ -52,7 +52,7 @@ func TestEnqueueStoresTask(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(k.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				q := queue(t, rdb)
+				q := redistest.Queue(t, rdb)
 				enq, err := k.enqueue(q, tc.maxRetry)
 				if err != nil {
 					t.Fatalf("enqueue: %v", err)
@@ -93,7 +93,7 @@ func TestEnqueueProcessInSchedules(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	c := producer.NewClientFromRedisClient(rdb)
-	q := queue(t, rdb)
+	q := redistest.Queue(t, rdb)
 	before := time.Now()
 	enq, err := c.EnqueueSMS(context.Background(), "acme", goodSMS, asynq.Queue(q), asynq.ProcessIn(time.Hour))
 	if err != nil {
@@ -126,7 +126,7 @@ func TestEnqueueConflicts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			opts := append([]asynq.Option{asynq.Queue(queue(t, rdb))}, tc.opts...)
+			opts := append([]asynq.Option{asynq.Queue(redistest.Queue(t, rdb))}, tc.opts...)
 			if _, err := c.EnqueueEmail(ctx, "acme", goodEmail, opts...); err != nil {
 				t.Fatalf("first enqueue: %v", err)
 			}
@@ -217,7 +217,7 @@ func TestBadInputReachesNoRedis(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			q := queue(t, rdb)
+			q := redistest.Queue(t, rdb)
 			info, err := tc.enqueue(asynq.Queue(q))
 			if info != nil {
 				t.Errorf("got TaskInfo %+v with error %v", info, err)
@@ -242,7 +242,7 @@ func TestEnqueueBuiltTask(t *testing.T) {
 
 	t.Run("options of NewSMSTask", func(t *testing.T) {
 		t.Parallel()
-		q := queue(t, rdb)
+		q := redistest.Queue(t, rdb)
 		task, err := producer.NewSMSTask("acme", goodSMS, asynq.Queue(q), asynq.MaxRetry(2), asynq.TaskID("a"))
 		if err != nil {
 			t.Fatal(err)
@@ -258,7 +258,7 @@ func TestEnqueueBuiltTask(t *testing.T) {
 	})
 	t.Run("Enqueue overrides", func(t *testing.T) {
 		t.Parallel()
-		q1, q2 := queue(t, rdb), queue(t, rdb)
+		q1, q2 := redistest.Queue(t, rdb), redistest.Queue(t, rdb)
 		task, err := producer.NewEmailTask("acme", goodEmail, asynq.Queue(q1), asynq.MaxRetry(7))
 		if err != nil {
 			t.Fatal(err)
@@ -275,7 +275,7 @@ func TestEnqueueBuiltTask(t *testing.T) {
 	})
 	t.Run("by hand", func(t *testing.T) {
 		t.Parallel()
-		q := queue(t, rdb)
+		q := redistest.Queue(t, rdb)
 		headers := map[string]string{producer.HeaderTenant: "acme", producer.HeaderMaxRetry: "0", "trace": "abc"}
 		task := asynq.NewTaskWithHeaders(producer.TypeSMS, []byte(`{"to":"+15551234567","body":"hi"}`), headers, asynq.MaxRetry(99), asynq.Queue(q))
 		enq, err := c.Enqueue(ctx, task)
@@ -298,7 +298,7 @@ func TestEnqueueConcurrently(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	c := producer.NewClientFromRedisClient(rdb)
-	q := queue(t, rdb)
+	q := redistest.Queue(t, rdb)
 	const n = 50
 	var wg sync.WaitGroup
 	for i := range n {
@@ -323,7 +323,7 @@ func TestEnqueueHonoursContext(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	c := producer.NewClientFromRedisClient(rdb)
-	q := queue(t, rdb)
+	q := redistest.Queue(t, rdb)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := c.EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q))
@@ -345,7 +345,7 @@ func TestClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := producer.NewClient(opt)
-		q := queue(t, rdb)
+		q := redistest.Queue(t, rdb)
 		if _, err := c.EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
 			t.Fatalf("EnqueueSMS: %v", err)
 		}

@@ -1,8 +1,6 @@
 package producer_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"os"
 	"slices"
@@ -15,22 +13,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
-
-// queue returns an asynq queue name of the test's own (asynq's keys do not
-// take redistest's prefix) and deletes the queue when the test ends.
-func queue(t *testing.T, rdb redis.UniversalClient) string {
-	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	q := "test-" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		err := asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(q, true)
-		if err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
-			t.Errorf("delete queue %s: %v", q, err)
-		}
-	})
-	return q
-}
 
 // taskInfo reads a task back from Redis.
 func taskInfo(t *testing.T, rdb redis.UniversalClient, q, id string) *asynq.TaskInfo {
@@ -52,7 +34,7 @@ func assertNothingIn(t *testing.T, rdb redis.UniversalClient, q string) {
 	if slices.Contains(queues, q) {
 		t.Errorf("queue %s exists", q)
 	}
-	if keys := redistest.Keys(t, rdb, "asynq:{"+q+"}"); len(keys) > 0 {
+	if keys := redistest.QueueKeys(t, rdb, q); len(keys) > 0 {
 		t.Errorf("queue %s has keys in Redis: %q", q, keys)
 	}
 }

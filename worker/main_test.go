@@ -3,10 +3,7 @@ package worker_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -73,28 +70,6 @@ func eventually(t *testing.T, cond func() (ok bool, state string)) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// queue returns an asynq queue name of the test's own (asynq's keys do not
-// take redistest's prefix) and deletes the queue when the test ends, with
-// the statistics that asynq's DeleteQueue leaves.
-func queue(t *testing.T, rdb redis.UniversalClient) string {
-	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	q := "test-" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		err := asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(q, true)
-		if err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
-			t.Errorf("delete queue %s: %v", q, err)
-		}
-		if keys := redistest.Keys(t, rdb, "asynq:{"+q+"}"); len(keys) > 0 {
-			if err := rdb.Del(context.Background(), keys...).Err(); err != nil {
-				t.Errorf("delete the keys of queue %s: %v", q, err)
-			}
-		}
-	})
-	return q
 }
 
 // call is one task that reached a recorder, with what its asynq context
@@ -164,7 +139,7 @@ func startServer(t *testing.T, rdb *redis.Client, h asynq.Handler) *server {
 	t.Helper()
 	s := &server{
 		rdb:       rdb,
-		queue:     queue(t, rdb),
+		queue:     redistest.Queue(t, rdb),
 		client:    asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb),
 		failures:  make(chan failure, 100),

@@ -31,7 +31,7 @@ func TestServerErrorHandler(t *testing.T) {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
-	q := queue(t, rdb)
+	q := redistest.Queue(t, rdb)
 	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
 	if err != nil {
 		t.Fatal(err)

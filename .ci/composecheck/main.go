@@ -27,28 +27,10 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/internal/sink"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/worker"
 )
-
-// counts are the figures of cmd/sink's GET /report, overall or for one
-// tenant.
-type counts struct {
-	Received     int       `json:"received"`
-	Unique       int       `json:"unique"`
-	Duplicates   int       `json:"duplicates"`
-	DuplicateIDs []string  `json:"duplicate_ids"`
-	MaxInWindow  int       `json:"max_in_window"`
-	First        time.Time `json:"first"`
-	Last         time.Time `json:"last"`
-}
-
-// report is cmd/sink's GET /report.
-type report struct {
-	Window string `json:"window"`
-	counts
-	Tenants map[string]counts `json:"tenants"`
-}
 
 func main() {
 	reportURL := flag.String("report", "", "`URL` of the sink's GET /report")
@@ -103,7 +85,7 @@ func main() {
 	failf := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
 	// The report for each window the rules have, from the same receipts:
 	// nothing more arrives once every message has.
-	reports := map[time.Duration]report{}
+	reports := map[time.Duration]sink.Report{}
 	for _, rule := range rules {
 		w := rule.Policy.Window
 		if _, ok := reports[w]; ok {
@@ -135,13 +117,13 @@ func main() {
 	}
 
 	fmt.Printf("%-10s %8s %10s  %s\n", "tenant", "received", "duplicates", "most in one window / limit, per rule")
-	line := func(name string, c counts, scope string, limitOf func(worker.Rule) int) {
+	line := func(name string, c sink.Counts, scope string, limitOf func(worker.Rule) int) {
 		fmt.Printf("%-10s %8d %10d ", name, c.Received, c.Duplicates)
 		for _, rule := range rules {
 			if rule.Scope != scope {
 				continue
 			}
-			most := reports[rule.Policy.Window].counts
+			most := reports[rule.Policy.Window].Counts
 			if scope == worker.ScopeTenant {
 				most = reports[rule.Policy.Window].Tenants[name]
 			}
@@ -161,7 +143,7 @@ func main() {
 			return rule.Policy.Limit
 		})
 	}
-	line("(all)", r.counts, worker.ScopeGlobal, func(rule worker.Rule) int { return rule.Policy.Limit })
+	line("(all)", r.Counts, worker.ScopeGlobal, func(rule worker.Rule) int { return rule.Policy.Limit })
 	if r.Received > 0 {
 		fmt.Printf("first to last arrival: %v\n", r.Last.Sub(r.First).Round(time.Millisecond))
 	}
@@ -199,8 +181,8 @@ func burst(path string) (map[string]int, error) {
 }
 
 // get returns the sink's report for window ("" for the sink's own).
-func get(ctx context.Context, url, window string) (report, error) {
-	var r report
+func get(ctx context.Context, url, window string) (sink.Report, error) {
+	var r sink.Report
 	if window != "" {
 		url += "?window=" + window
 	}

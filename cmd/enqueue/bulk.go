@@ -143,14 +143,12 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitStatus(rejected, 0)
 	}
 
-	rdb, err := connect(ctx, *redisURL)
+	pc, closeRedis, err := connect(ctx, *redisURL)
 	if err != nil {
 		fmt.Fprintln(stderr, "enqueue:", err)
 		return 1
 	}
-	defer rdb.Close()
-	pc := producer.NewClientFromRedisClient(rdb)
-	defer pc.Close()
+	defer closeRedis()
 
 	// Second pass: enqueue, one task at a time.
 	bar := newProgress(stderr, len(tasks))

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/producer"
@@ -88,20 +87,22 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr
 	return 0, true
 }
 
-// connect returns a client of the Redis at url, once it answers a PING.
-// The error names Redis and the URL.
-func connect(ctx context.Context, url string) (redis.UniversalClient, error) {
+// connect returns a producer client of the Redis at url, once Redis
+// answers a PING, and the function that closes the client and its
+// connection. The error names Redis and the URL.
+func connect(ctx context.Context, url string) (*producer.Client, func(), error) {
 	rdb, err := cli.RedisClient(url)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("Redis at %s unreachable: %v", url, err)
+		return nil, nil, fmt.Errorf("Redis at %s unreachable: %v", url, err)
 	}
-	return rdb, nil
+	pc := producer.NewClientFromRedisClient(rdb)
+	return pc, func() { _ = pc.Close(); _ = rdb.Close() }, nil
 }
 
 // runOne runs "enqueue sms" or "enqueue email", kind, with args.
@@ -141,14 +142,12 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 		}
 	}
 
-	rdb, err := connect(ctx, *redisURL)
+	pc, closeRedis, err := connect(ctx, *redisURL)
 	if err != nil {
 		fmt.Fprintln(stderr, "enqueue:", err)
 		return 1
 	}
-	defer rdb.Close()
-	pc := producer.NewClientFromRedisClient(rdb)
-	defer pc.Close()
+	defer closeRedis()
 	failed := 0
 	for i, task := range tasks {
 		opts := []asynq.Option{asynq.Queue(*queue)}

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -39,22 +37,6 @@ func enqueue(t *testing.T, stdin string, args ...string) result {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), args, strings.NewReader(stdin), &stdout, &stderr)
 	return result{code, stdout.String(), stderr.String()}
-}
-
-// queue returns an asynq queue name of the test's own and deletes the
-// queue when the test ends.
-func queue(t *testing.T, rdb redis.UniversalClient) string {
-	t.Helper()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	q := "test-" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		err := asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(q, true)
-		if err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
-			t.Errorf("delete queue %s: %v", q, err)
-		}
-	})
-	return q
 }
 
 // stored is a task as Redis holds it.
@@ -278,7 +260,7 @@ func stderrLines(q string, want ...string) string {
 func TestBulkRefusesInvalidFile(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	q := queue(t, rdb)
+	q := redistest.Queue(t, rdb)
 	r := enqueue(t, "", "bulk", "--redis", redistest.URL(t), "--queue", q, writeFile(t, mixed))
 	if got, want := r.code, 1; got != want {
 		t.Errorf("exit status = %d, want %d", got, want)
@@ -292,7 +274,7 @@ func TestBulkRefusesInvalidFile(t *testing.T) {
 	if got := tasksIn(t, rdb, q); len(got) > 0 {
 		t.Errorf("queue %s holds %+v, want nothing", q, got)
 	}
-	if keys := redistest.Keys(t, rdb, "asynq:{"+q+"}"); len(keys) > 0 {
+	if keys := redistest.QueueKeys(t, rdb, q); len(keys) > 0 {
 		t.Errorf("queue %s has keys in Redis: %q", q, keys)
 	}
 }
@@ -303,7 +285,7 @@ func TestBulkRefusesInvalidFile(t *testing.T) {
 func TestBulkSkipInvalid(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	q := queue(t, rdb)
+	q := redistest.Queue(t, rdb)
 	// g-1, the ID of line 4, is taken already.
 	pc := producer.NewClientFromRedisClient(rdb)
 	if _, err := pc.EnqueueSMS(context.Background(), "acme", producer.SMS{To: "+15550000000", Body: "before"}, asynq.Queue(q), asynq.TaskID("g-1")); err != nil {
@@ -338,7 +320,7 @@ func TestBulkSkipInvalid(t *testing.T) {
 func TestBulkExample(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	q := queue(t, rdb)
+	q := redistest.Queue(t, rdb)
 	example := filepath.Join("..", "..", "examples", "bulk.jsonl")
 
 	r := enqueue(t, "", "bulk", "--redis", redistest.URL(t), "--queue", q, example)
@@ -377,10 +359,10 @@ func TestBulkExample(t *testing.T) {
 func TestBulkStopsAtRedisError(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	q := queue(t, rdb)
+	q := redistest.Queue(t, rdb)
 	ctx := context.Background()
-	t.Cleanup(func() { // before queue's cleanup
-		if keys := redistest.Keys(t, rdb, "asynq:{"+q+"}"); len(keys) > 0 {
+	t.Cleanup(func() { // before redistest.Queue's cleanup
+		if keys := redistest.QueueKeys(t, rdb, q); len(keys) > 0 {
 			rdb.Del(ctx, keys...)
 		}
 	})
@@ -467,7 +449,7 @@ func TestBulkNothingToSend(t *testing.T) {
 func TestSMSCount(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	q := queue(t, rdb)
+	q := redistest.Queue(t, rdb)
 	r := enqueue(t, "", "sms", "--redis", redistest.URL(t), "--queue", q, "--tenant", "acme",
 		"--to", "+15551234567", "--body", "hi", "--count", "3", "--id", "otp", "--max-retry", "2")
 	want := result{0, "enqueued 3 of 3 sms tasks for tenant acme on queue " + q + "\n", ""}

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/sink"
 )
 
 const synopsis = `
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sink:", err)
 		return 1
 	}
-	srv := &http.Server{Handler: newSink(*window, logger).handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: sink.New(*window, logger).Handler(), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("sink listening", "addr", ln.Addr().String(), "window", window.String(),

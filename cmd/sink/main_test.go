@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/sink"
 )
 
 // TestUsageErrors: each is one line on stderr and exit status 2, and
@@ -106,7 +108,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r Report
+	var r sink.Report
 	err = json.NewDecoder(resp.Body).Decode(&r)
 	resp.Body.Close()
 	if err != nil {

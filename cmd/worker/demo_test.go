@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -28,15 +27,7 @@ func demoCommand(t *testing.T, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), demoLimit)
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REDIS_URL=") && !strings.HasPrefix(kv, "SLUICE_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, runMain+"=1", "GORACE=atexit_sleep_ms=0")
-	cmd.Env = append(cmd.Env, env...)
-	return cmd
+	return command(ctx, env, args...)
 }
 
 // exitCode returns the exit status of a finished command, failing t when
@@ -65,11 +56,27 @@ func checkDemoKeys(t *testing.T, stdout string) {
 	if m == nil {
 		t.Fatalf("stdout names no queue and limiter prefix:\n%s", stdout)
 	}
-	rdb := redistest.Client(t)
-	for _, prefix := range []string{"asynq:{" + m[1] + "}", m[2]} {
-		if keys := redistest.Keys(t, rdb, prefix); len(keys) > 0 {
-			t.Errorf("the demo left %d keys %s*, such as %s", len(keys), prefix, keys[0])
+	redistest.CheckNoKeys(t, redistest.Client(t), m[1], m[2])
+}
+
+// checkDemoRun fails t unless stdout contains each of want and stderr is
+// empty, and, when the demo ran on the test Redis (env set), unless it left
+// no key there. When t has failed, it logs stdout.
+func checkDemoRun(t *testing.T, env []string, stdout, stderr string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("stdout does not contain %q", w)
 		}
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %s", stderr)
+	}
+	if env != nil {
+		checkDemoKeys(t, stdout)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s", stdout)
 	}
 }
 
@@ -110,7 +117,13 @@ func TestDemo(t *testing.T) {
 			if !strings.HasPrefix(out, wantFirst) {
 				t.Errorf("stdout does not start with %q", wantFirst)
 			}
-			for _, want := range []string{
+			if want := "\nverdict: PASS: every task sent exactly once; no window exceeded\n"; !strings.HasSuffix(out, want) {
+				t.Errorf("stdout does not end with %q", want)
+			}
+			if strings.Contains(out, "\x1b[") {
+				t.Errorf("stdout holds terminal escapes, but is not a terminal")
+			}
+			checkDemoRun(t, env, out, stderr.String(),
 				"\ntasks: 60 SMS (acme 30, globex 20, initech 10) enqueued at once",
 				"s  sent ", // progress lines: stdout is not a terminal
 				"\nsummary: 60 of 60 tasks sent in ",
@@ -119,26 +132,7 @@ func TestDemo(t *testing.T) {
 				"\nglobex   20/20  ",
 				"\ninitech  10/10  ",
 				"\nall      60/60  ",
-			} {
-				if !strings.Contains(out, want) {
-					t.Errorf("stdout does not contain %q", want)
-				}
-			}
-			if want := "\nverdict: PASS: every task sent exactly once; no window exceeded\n"; !strings.HasSuffix(out, want) {
-				t.Errorf("stdout does not end with %q", want)
-			}
-			if strings.Contains(out, "\x1b[") {
-				t.Errorf("stdout holds terminal escapes, but is not a terminal")
-			}
-			if stderr.Len() > 0 {
-				t.Errorf("stderr: %s", stderr.String())
-			}
-			if env != nil {
-				checkDemoKeys(t, out)
-			}
-			if t.Failed() {
-				t.Logf("stdout:\n%s", out)
-			}
+			)
 		})
 	}
 }
@@ -189,24 +183,11 @@ func TestDemoInterrupted(t *testing.T) {
 			if took := time.Since(signalled); took > 10*time.Second {
 				t.Errorf("the demo took %v to stop after SIGINT", took)
 			}
-			for _, want := range []string{
+			checkDemoRun(t, env, out, stderr.String(),
 				"\ninterrupted: stopping the worker; tasks waiting in it go back to asynq\n",
 				"\nsummary: ",
 				"\nverdict: none, interrupted with ",
-			} {
-				if !strings.Contains(out, want) {
-					t.Errorf("stdout does not contain %q", want)
-				}
-			}
-			if stderr.Len() > 0 {
-				t.Errorf("stderr: %s", stderr.String())
-			}
-			if env != nil {
-				checkDemoKeys(t, out)
-			}
-			if t.Failed() {
-				t.Logf("stdout:\n%s", out)
-			}
+			)
 		})
 	}
 }
@@ -230,16 +211,7 @@ func TestDemoUsageErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := runWorker(t, tc.args...)
-			if got, want := r.code, tc.code; got != want {
-				t.Errorf("exit status = %d, want %d", got, want)
-			}
-			if !strings.HasPrefix(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
-				t.Errorf("stderr = %q, want one line starting %q", r.stderr, tc.want)
-			}
-			if r.stdout != "" {
-				t.Errorf("stdout = %q, want nothing", r.stdout)
-			}
+			checkError(t, runWorker(t, tc.args...), tc.code, tc.want)
 		})
 	}
 }

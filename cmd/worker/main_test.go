@@ -37,13 +37,10 @@ type result struct {
 	took           time.Duration
 }
 
-// runWorker runs the command with args as a process of its own, with none of
-// the environment variables it reads, and kills it after 30 s: these tests
-// cover only what happens before a worker starts.
-func runWorker(t *testing.T, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// command returns the command run with args as a process of its own, with
+// none of the environment variables it reads but those of env, killed when
+// ctx is done.
+func command(ctx context.Context, env []string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "REDIS_URL=") && !strings.HasPrefix(kv, "SLUICE_") {
@@ -52,6 +49,18 @@ func runWorker(t *testing.T, args ...string) result {
 	}
 	// GORACE: a race-enabled binary otherwise sleeps 1 s at exit.
 	cmd.Env = append(cmd.Env, runMain+"=1", "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+// runWorker runs the command with args as a process of its own, with none of
+// the environment variables it reads, and kills it after 30 s: these tests
+// cover only what happens before a worker starts.
+func runWorker(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := command(ctx, nil, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -66,6 +75,21 @@ func runWorker(t *testing.T, args ...string) result {
 		t.Fatalf("worker %q still running after 30 s; stderr:\n%s", args, r.stderr)
 	}
 	return r
+}
+
+// checkError fails t unless r exited with code, having written nothing on
+// stdout and one line on stderr that starts with want.
+func checkError(t *testing.T, r result, code int, want string) {
+	t.Helper()
+	if got := r.code; got != code {
+		t.Errorf("exit status = %d, want %d", got, code)
+	}
+	if !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("stderr = %q, want one line starting %q", r.stderr, want)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout = %q, want nothing", r.stdout)
+	}
 }
 
 func TestHelp(t *testing.T) {
@@ -125,15 +149,7 @@ func TestStartupErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := runWorker(t, tc.args...)
-			if got, want := r.code, tc.code; got != want {
-				t.Errorf("exit status = %d, want %d", got, want)
-			}
-			if !strings.HasPrefix(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
-				t.Errorf("stderr = %q, want one line starting %q", r.stderr, tc.want)
-			}
-			if r.stdout != "" {
-				t.Errorf("stdout = %q, want nothing", r.stdout)
-			}
+			checkError(t, r, tc.code, tc.want)
 			// The ping gives up after 5 s; a refused connection should
 			// not take that long.
 			if r.took > 4*time.Second {

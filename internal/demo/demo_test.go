@@ -129,12 +129,7 @@ func checkNoKeys(t *testing.T, out string) {
 	if m == nil {
 		t.Fatalf("the output names no queue and prefix:\n%s", out)
 	}
-	rdb := redistest.Client(t)
-	for _, prefix := range []string{"asynq:{" + m[1] + "}", m[2]} {
-		if keys := redistest.Keys(t, rdb, prefix); len(keys) > 0 {
-			t.Errorf("the demo left %d keys %s*, such as %s", len(keys), prefix, keys[0])
-		}
-	}
+	redistest.CheckNoKeys(t, redistest.Client(t), m[1], m[2])
 }
 
 // TestRun: a short demo ends by itself with a passing verdict, on the

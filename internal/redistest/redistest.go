@@ -125,9 +125,14 @@ func Client(tb testing.TB) *redis.Client {
 // see each other's keys.
 func Prefix(tb testing.TB) string {
 	tb.Helper()
+	return "test-" + random() + ":"
+}
+
+// random returns 12 random hex digits, for names no other test uses.
+func random() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return "test-" + hex.EncodeToString(b) + ":"
+	return hex.EncodeToString(b)
 }
 
 // Keys returns every Redis key that starts with prefix. With a cluster

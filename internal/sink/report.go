@@ -1,4 +1,4 @@
-package main
+package sink
 
 import (
 	"github.com/sluicehq/sluice/internal/arrivals"

@@ -1,4 +1,4 @@
-package main
+package sink
 
 import (
 	"encoding/json"
@@ -23,10 +23,10 @@ type message struct {
 	Body   string `json:"body"`
 }
 
-// sink is the demo SMS provider: it accepts every well-formed message,
+// Sink is the demo SMS provider: it accepts every well-formed message,
 // keeps a receipt of each in memory, and reports on them. It is safe for
 // concurrent use.
-type sink struct {
+type Sink struct {
 	window time.Duration    // of /report by default, and of each log line's counts
 	logger *slog.Logger     // one line a message
 	now    func() time.Time // the clock of arrivals
@@ -37,17 +37,17 @@ type sink struct {
 	ids      map[string]int         // receipts of each id
 }
 
-// newSink returns a sink whose reports and log lines count spans of length
-// window.
-func newSink(window time.Duration, logger *slog.Logger) *sink {
-	return &sink{window: window, logger: logger, now: time.Now, times: map[string][]time.Time{}, ids: map[string]int{}}
+// New returns a Sink whose reports and log lines count spans of length
+// window (positive), logging one line a message to logger.
+func New(window time.Duration, logger *slog.Logger) *Sink {
+	return &Sink{window: window, logger: logger, now: time.Now, times: map[string][]time.Time{}, ids: map[string]int{}}
 }
 
-// handler serves
+// Handler serves
 //
 //	POST /sms      the webhook: 200 and {"id": ...} for a well-formed message, 400 otherwise
 //	GET  /report   the Report; ?window=500ms sets the length of its spans
-func (s *sink) handler() http.Handler {
+func (s *Sink) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /sms", s.receive)
 	mux.HandleFunc("GET /report", s.report)
@@ -56,7 +56,7 @@ func (s *sink) handler() http.Handler {
 
 // receive is the webhook: a JSON message with the Idempotency-Key header set
 // to its id.
-func (s *sink) receive(w http.ResponseWriter, r *http.Request) {
+func (s *Sink) receive(w http.ResponseWriter, r *http.Request) {
 	var m message
 	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&m)
 	switch key := r.Header.Get("Idempotency-Key"); {
@@ -100,7 +100,7 @@ func (s *sink) receive(w http.ResponseWriter, r *http.Request) {
 }
 
 // report serves the Report of every receipt so far.
-func (s *sink) report(w http.ResponseWriter, r *http.Request) {
+func (s *Sink) report(w http.ResponseWriter, r *http.Request) {
 	window := s.window
 	if v := r.URL.Query().Get("window"); v != "" {
 		d, err := time.ParseDuration(v)

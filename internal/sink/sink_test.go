@@ -1,4 +1,4 @@
-package main
+package sink
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 // testSink is a sink behind an httptest server, logging JSON lines to logs,
 // whose clock gives t0 plus each of arrivals in turn.
 type testSink struct {
-	*sink
+	*Sink
 	srv  *httptest.Server
 	logs *syncBuffer
 }
@@ -27,7 +27,7 @@ type testSink struct {
 func newTestSink(t *testing.T, arrivals ...time.Duration) *testSink {
 	t.Helper()
 	logs := new(syncBuffer)
-	s := newSink(time.Second, slog.New(slog.NewJSONHandler(logs, nil)))
+	s := New(time.Second, slog.New(slog.NewJSONHandler(logs, nil)))
 	next := 0
 	s.now = func() time.Time { // called under s.mu
 		if next == len(arrivals) {
@@ -37,9 +37,9 @@ func newTestSink(t *testing.T, arrivals ...time.Duration) *testSink {
 		next++
 		return t0.Add(arrivals[next-1])
 	}
-	srv := httptest.NewServer(s.handler())
+	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &testSink{sink: s, srv: srv, logs: logs}
+	return &testSink{Sink: s, srv: srv, logs: logs}
 }
 
 // post sends body to POST /sms with Idempotency-Key key (none when "") and
@@ -306,10 +306,10 @@ func TestLogLines(t *testing.T) {
 func TestConcurrentReceipts(t *testing.T) {
 	t.Parallel()
 	logs := new(syncBuffer)
-	s := newSink(time.Second, slog.New(slog.NewTextHandler(logs, nil)))
-	srv := httptest.NewServer(s.handler())
+	s := New(time.Second, slog.New(slog.NewTextHandler(logs, nil)))
+	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	ts := &testSink{sink: s, srv: srv, logs: logs}
+	ts := &testSink{Sink: s, srv: srv, logs: logs}
 	const n = 50
 	var wg sync.WaitGroup
 	for i := range n {
