@@ -1,6 +1,6 @@
 # The test command of the README: formatting, vet, and the whole suite with
 # the race detector, on a real Redis (see README "Running the tests").
-.PHONY: test bench
+.PHONY: test bench bench-go
 
 GO ?= go
 
@@ -9,6 +9,16 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -shuffle=on -count=1 -timeout 20m ./...
 
-# Benchmarks of the limiter against the round-trip floor.
+# The benchmark harness (cmd/bench, docs/LIMITER.md "Benchmarks"): the
+# limiter against the round-trip floor and redis_rate, and Redis memory per
+# key, on a redis-server of its own unless REDIS_URL is set. It writes
+# $(BENCH_OUT)/results.json and $(BENCH_OUT)/REPORT.md.
+BENCH_OUT ?= bench-results
+
 bench:
+	$(GO) run ./cmd/bench --out $(BENCH_OUT)
+
+# The go test benchmarks of the limiter: BenchmarkAllow and
+# BenchmarkMemoryPerUnit.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./throttle

@@ -18,11 +18,11 @@ import (
 // decision made in Redis costs at least.
 var floor = redis.NewScript(`return 1`)
 
-// BenchmarkAllow measures Allow over 10,000 keys against a trivial EVALSHA in
-// the same run: each caller alternates one of each, so both see the same
-// machine, Redis and load. It reports the time per call of each and their
-// ratio, floor/allow: the share of the round-trip floor's throughput that
-// Allow achieves (1.0 would be free decisions).
+// BenchmarkAllow measures Allow over 10,000 keys beside a trivial EVALSHA:
+// each caller alternates one of each, and it reports the time per call of
+// each. Their ratio is not a fair comparison (with the calls mixed, floor
+// calls queue behind Allow's in Redis); cmd/bench measures the ratios, each
+// contender on its own.
 func BenchmarkAllow(b *testing.B) {
 	opt, err := redis.ParseURL(redistest.URL(b))
 	if err != nil {
@@ -73,7 +73,6 @@ func BenchmarkAllow(b *testing.B) {
 			n := float64(b.N)
 			b.ReportMetric(float64(allowNs.Load())/n, "allow-ns/call")
 			b.ReportMetric(float64(floorNs.Load())/n, "floor-ns/call")
-			b.ReportMetric(float64(floorNs.Load())/float64(allowNs.Load()), "allow/floor")
 		})
 	}
 }

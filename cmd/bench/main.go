@@ -1,0 +1,119 @@
+// Command bench measures Sluice against baselines on a real Redis and writes
+// DIR/results.json and DIR/REPORT.md (see package internal/bench):
+//
+//	bench --out DIR [--redis URL] [--duration 2s] [--only limiter,memory]
+//
+// Without --redis (or REDIS_URL) it starts a redis-server of its own on
+// loopback and stops it at the end. Exit status 0 on success, 1 when the
+// run fails, 2 on bad usage, 130 when interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/internal/cli"
+)
+
+const synopsis = `
+usage: bench --out DIR [--redis URL] [--duration D] [--warmup D] [--repeat N]
+             [--only SECTION,...]
+
+Measures Sluice's limiter against a trivial EVALSHA (the round-trip floor)
+and against redis_rate (GCRA), and the Redis memory of a limited key, and
+writes DIR/results.json and DIR/REPORT.md. Without --redis it runs its own
+redis-server on loopback. Keys it writes on a given Redis are deleted at the
+end. Every flag can also be set from the environment variable shown.`
+
+var env = map[string]string{
+	"redis":        "REDIS_URL",
+	"redis-server": "REDIS_SERVER",
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	redisURL := fs.String("redis", "", "Redis `URL` to measure, a single node (default: start redis-server on loopback)")
+	redisServer := fs.String("redis-server", "redis-server", "redis-server `binary` to start when --redis is not given")
+	out := fs.String("out", "", "`directory` for results.json and REPORT.md (created if needed)")
+	duration := fs.Duration("duration", bench.DefaultDuration, "how long each measurement counts calls")
+	warmup := fs.Duration("warmup", bench.DefaultWarmup, "how long each measurement runs before it counts")
+	repeat := fs.Int("repeat", bench.DefaultRepeat, "how many times each measurement is made; the report gives the median")
+	only := fs.String("only", strings.Join(bench.Sections(), ","), "sections to run, comma-separated")
+	fs.Usage = cli.Usage(fs, synopsis, env)
+
+	if err := cli.Parse(fs, args, env); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if *out == "" {
+		fmt.Fprintln(stderr, "bench: --out is required: the directory for results.json and REPORT.md")
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *duration <= 0 || *warmup <= 0 || *repeat <= 0 {
+		fmt.Fprintln(stderr, "bench: --duration, --warmup and --repeat must be positive")
+		return 2
+	}
+	cfg := bench.Config{
+		RedisURL: *redisURL,
+		Duration: *duration,
+		Warmup:   *warmup,
+		Repeat:   *repeat,
+		Sections: strings.Split(*only, ","),
+		Log:      stderr,
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+
+	if cfg.RedisURL == "" {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		srv, err := bench.StartServer(sctx, *redisServer)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err, "(or give --redis)")
+			return 1
+		}
+		defer srv.Close()
+		cfg.RedisURL, cfg.OwnRedis = srv.URL(), true
+		fmt.Fprintf(stderr, "bench: started redis-server on %s\n", srv.Addr)
+	}
+
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		if ctx.Err() != nil {
+			return 130
+		}
+		return 1
+	}
+	if err := bench.WriteFiles(*out, res); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "bench: wrote %s and %s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "REPORT.md"))
+	return 0
+}

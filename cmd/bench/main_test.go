@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/bench"
+)
+
+func TestUsage(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	cases := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"help", []string{"--help"}, 0, ""},
+		{"no --out", []string{"--duration", "1s"}, 2, "--out is required"},
+		{"unknown section", []string{"--out", t.TempDir(), "--only", "limiter,plots"}, 2, `unknown section "plots"`},
+		{"zero duration", []string{"--out", t.TempDir(), "--duration", "0s"}, 2, "must be positive"},
+		{"bad duration", []string{"--out", t.TempDir(), "--duration", "fast"}, 2, "invalid value"},
+		{"extra argument", []string{"--out", t.TempDir(), "now"}, 2, `unexpected argument "now"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(t.Context(), c.args, &stderr); code != c.wantCode {
+				t.Errorf("run(%q) = %d, want %d; stderr:\n%s", c.args, code, c.wantCode, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), c.wantErr) {
+				t.Errorf("run(%q) stderr %q lacks %q", c.args, stderr.String(), c.wantErr)
+			}
+		})
+	}
+}
+
+// TestOwnRedis runs the command as `go run ./cmd/bench --out DIR --only
+// memory` would, with no Redis given: it starts its own and writes both
+// files.
+func TestOwnRedis(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server on PATH")
+	}
+	t.Setenv("REDIS_URL", "")
+	dir := filepath.Join(t.TempDir(), "out")
+	var stderr bytes.Buffer
+	if code := run(t.Context(), []string{"--out", dir, "--only", "memory"}, &stderr); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "started redis-server on 127.0.0.1:") {
+		t.Errorf("stderr does not say it started Redis:\n%s", stderr.String())
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res bench.Results
+	if err := json.Unmarshal(js, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Meta.OwnRedis || res.Memory == nil || res.Limiter != nil || len(res.Memory.Rows) != len(bench.DefaultMemoryUnits) {
+		t.Errorf("results: own Redis %v, memory %+v, limiter %v", res.Meta.OwnRedis, res.Memory, res.Limiter)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "--only memory") || strings.Contains(string(md), "--redis") {
+		t.Errorf("REPORT.md's command does not rerun this run:\n%s", md)
+	}
+}

@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// TestRunSmoke runs every section against a real Redis with tiny durations,
+// writes the files, and checks that results.json holds every section with
+// sane figures and that the run left no keys behind.
+func TestRunSmoke(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	cfg := Config{
+		RedisURL:    url,
+		Duration:    50 * time.Millisecond,
+		Warmup:      20 * time.Millisecond,
+		Repeat:      2,
+		Callers:     []int{1, TargetCallers},
+		Keys:        2000,
+		MemoryUnits: []int{10, 1000},
+	}
+	res, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := WriteFiles(dir, res); err != nil {
+		t.Fatal(err)
+	}
+
+	js, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(js, &raw); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	for _, name := range append([]string{"meta"}, Sections()...) {
+		if v, ok := raw[name]; !ok || string(v) == "null" {
+			t.Errorf("results.json has no section %q", name)
+		}
+	}
+	var got Results
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+
+	m := got.Meta
+	if m.GoVersion == "" || m.RedisVersion == "" || m.RedisVersion == "unknown" || m.CPUs < 1 || m.GOMAXPROCS < 1 {
+		t.Errorf("meta = %+v", m)
+	}
+	if d := time.Since(m.Date); d < 0 || d > time.Hour {
+		t.Errorf("meta date %v is not the run's", m.Date)
+	}
+	if s := m.Settings; s.Repeat != 2 || s.Keys != 2000 || s.PoolSize != TargetCallers || !slices.Equal(s.Sections, Sections()) ||
+		s.DurationSeconds != 0.05 || !strings.Contains(s.Command, "--duration 50ms") {
+		t.Errorf("settings = %+v", s)
+	}
+
+	checkLimiter(t, got.Limiter, cfg)
+	checkMemory(t, got.Memory, cfg)
+
+	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Limiter: Allow", "### allow", "### deny", "## Memory per limited key", "go run ./cmd/bench"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("REPORT.md lacks %q", want)
+		}
+	}
+
+	opt, _ := redis.ParseURL(url)
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if !strings.HasPrefix(m.KeyPrefix, "sluice-bench-") {
+		t.Fatalf("key prefix %q", m.KeyPrefix)
+	}
+	for _, pattern := range []string{m.KeyPrefix + "*", redisRatePrefix + m.KeyPrefix + "*"} {
+		if keys, err := rdb.Keys(t.Context(), pattern).Result(); err != nil || len(keys) > 0 {
+			t.Errorf("keys left behind matching %s: %d (%v)", pattern, len(keys), err)
+		}
+	}
+}
+
+func checkLimiter(t *testing.T, lr *LimiterResult, cfg Config) {
+	t.Helper()
+	if lr == nil {
+		t.Fatal("no limiter results")
+	}
+	if got, want := len(lr.Variants), 2; got != want {
+		t.Fatalf("%d variants, want %d", got, want)
+	}
+	for _, v := range lr.Variants {
+		if len(v.Points) != len(cfg.Callers) {
+			t.Errorf("%s: %d points, want %d", v.Name, len(v.Points), len(cfg.Callers))
+			continue
+		}
+		for i, p := range v.Points {
+			if p.Callers != cfg.Callers[i] {
+				t.Errorf("%s: point %d has %d callers, want %d", v.Name, i, p.Callers, cfg.Callers[i])
+			}
+			for _, c := range []struct {
+				name string
+				m    Measurement
+			}{{"floor", p.Floor}, {"sluice", p.Sluice}, {"redis_rate", p.RedisRate}} {
+				where := v.Name + " " + c.name + " at " + strconv.Itoa(p.Callers)
+				if len(c.m.Rounds) != cfg.Repeat {
+					t.Errorf("%s: %d rounds, want %d", where, len(c.m.Rounds), cfg.Repeat)
+				}
+				r := c.m.Median
+				if r.Calls < 1 || r.PerSecond <= 0 {
+					t.Errorf("%s: %d calls, %v a second", where, r.Calls, r.PerSecond)
+				}
+				if !(0 < r.P50 && r.P50 <= r.P90 && r.P90 <= r.P99 && r.P99 <= r.P999) || r.P999 > 10e6 {
+					t.Errorf("%s: percentiles out of order or absurd: %+v", where, r)
+				}
+				if r.RedisUsPerCall < 0 {
+					t.Errorf("%s: Redis µs per call %v", where, r.RedisUsPerCall)
+				}
+				wantAllowed := 1.0
+				if v.Name == "deny" && c.name != "floor" {
+					wantAllowed = 0
+				}
+				if r.AllowedShare != wantAllowed {
+					t.Errorf("%s: allowed share %v, want %v", where, r.AllowedShare, wantAllowed)
+				}
+			}
+			for name, r := range map[string]Ratio{"sluice/floor": p.SluiceOverFloor, "sluice/redis_rate": p.SluiceOverRedisRate, "redis_rate/floor": p.RedisRateOverFloor} {
+				if !(0 < r.Min && r.Min <= r.Median && r.Median <= r.Max) {
+					t.Errorf("%s %s at %d: ratio %+v", v.Name, name, p.Callers, r)
+				}
+			}
+		}
+	}
+	if len(lr.Targets) != 2 {
+		t.Errorf("targets = %+v, want 2 (the run has %d callers)", lr.Targets, TargetCallers)
+	}
+}
+
+func checkMemory(t *testing.T, mr *MemoryResult, cfg Config) {
+	t.Helper()
+	if mr == nil {
+		t.Fatal("no memory results")
+	}
+	if len(mr.Rows) != len(cfg.MemoryUnits) {
+		t.Fatalf("%d memory rows, want %d", len(mr.Rows), len(cfg.MemoryUnits))
+	}
+	small, large := mr.Rows[0], mr.Rows[1]
+	// Redis packs small sorted sets (listpack) and turns them into a
+	// skiplist past 128 members.
+	if small.SluiceEncoding != "listpack" && small.SluiceEncoding != "ziplist" || large.SluiceEncoding != "skiplist" {
+		t.Errorf("encodings %q and %q, want listpack (or ziplist) then skiplist", small.SluiceEncoding, large.SluiceEncoding)
+	}
+	// A skiplist member costs tens of bytes at least; a GCRA key is one
+	// small string whatever the count.
+	if large.SluiceBytes < 20*int64(large.Units) || large.SluiceBytes <= small.SluiceBytes {
+		t.Errorf("sluice bytes: %d for %d units, %d for %d", small.SluiceBytes, small.Units, large.SluiceBytes, large.Units)
+	}
+	for _, r := range mr.Rows {
+		if r.RedisRateBytes <= 0 || r.RedisRateBytes > 300 {
+			t.Errorf("redis_rate key of %d units: %d bytes", r.Units, r.RedisRateBytes)
+		}
+		if r.SluiceOverRedisRate <= 1 {
+			t.Errorf("%d units: sluice/redis_rate %v", r.Units, r.SluiceOverRedisRate)
+		}
+	}
+}
+
+// TestStartServer starts a redis-server of the harness's own and stops it.
+func TestStartServer(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server on PATH")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	srv, err := StartServer(ctx, "redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping %s: %v", srv.URL(), err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-srv.exited:
+	default:
+		t.Errorf("redis-server on %s still runs after Close", srv.Addr)
+	}
+	if c, err := net.DialTimeout("tcp", srv.Addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts connections after Close", srv.Addr)
+	}
+	if _, err := os.Stat(srv.dir); !os.IsNotExist(err) {
+		t.Errorf("directory %s left behind: %v", srv.dir, err)
+	}
+}
+
+func TestStartServerMissingBinary(t *testing.T) {
+	t.Parallel()
+	if _, err := StartServer(t.Context(), "no-such-redis-server"); err == nil {
+		t.Error("StartServer with a missing binary: no error")
+	}
+}

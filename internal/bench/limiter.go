@@ -1,0 +1,316 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// floorScript is the cheapest script call there is: the round trip that any
+// decision made in Redis costs at least.
+var floorScript = redis.NewScript(`return 1`)
+
+// redisRatePrefix starts every key redis_rate writes; it cannot be changed.
+const redisRatePrefix = "rate:"
+
+// Targets of the issue "Performance", checked on the allowing variant.
+const (
+	TargetCallers       = 32   // the number of callers the targets apply to
+	TargetOverRedisRate = 1.0  // least sluice/redis_rate throughput
+	TargetOverFloor     = 0.85 // least sluice/floor throughput
+)
+
+// LimiterResult is the limiter section: Allow against the floor and
+// redis_rate.
+type LimiterResult struct {
+	Keys     int       `json:"keys"` // keys the calls spread over
+	Variants []Variant `json:"variants"`
+	Targets  []Target  `json:"targets"`
+}
+
+// Variant is one policy, measured at every number of callers.
+type Variant struct {
+	Name      string  `json:"name"` // "allow" or "deny"
+	About     string  `json:"about"`
+	Sluice    string  `json:"sluice_policy"`    // as throttle.Policy.String
+	RedisRate string  `json:"redis_rate_limit"` // as redis_rate.Limit.String
+	Points    []Point `json:"points"`
+}
+
+// Point is the three contenders at one number of callers.
+type Point struct {
+	Callers   int         `json:"callers"`
+	Floor     Measurement `json:"floor"`
+	Sluice    Measurement `json:"sluice"`
+	RedisRate Measurement `json:"redis_rate"`
+
+	// SluiceOverFloor is Sluice's throughput over the floor's, round by
+	// round: the share of the round-trip floor that Allow achieves.
+	SluiceOverFloor Ratio `json:"sluice_over_floor"`
+
+	// SluiceOverRedisRate is Sluice's throughput over redis_rate's, round by
+	// round.
+	SluiceOverRedisRate Ratio `json:"sluice_over_redis_rate"`
+
+	// RedisRateOverFloor is redis_rate's throughput over the floor's, round
+	// by round: how near to the floor a script that does little gets.
+	RedisRateOverFloor Ratio `json:"redis_rate_over_floor"`
+}
+
+// Target is one goal of the issue "Performance" against what was measured.
+type Target struct {
+	Name    string  `json:"name"` // "sluice_over_redis_rate" or "sluice_over_floor"
+	Variant string  `json:"variant"`
+	Callers int     `json:"callers"`
+	Want    float64 `json:"want"` // the least ratio that meets it
+	Got     float64 `json:"got"`  // the median ratio measured
+	Met     bool    `json:"met"`
+}
+
+// point returns the Point of v at callers, or nil.
+func (v *Variant) point(callers int) *Point {
+	for i := range v.Points {
+		if v.Points[i].Callers == callers {
+			return &v.Points[i]
+		}
+	}
+	return nil
+}
+
+// variantSpec is a variant to run: the policy of each limiter, and whether
+// every key is filled to its limit first so that every call is denied.
+type variantSpec struct {
+	name, about string
+	policy      throttle.Policy
+	limit       redis_rate.Limit
+	fill        bool
+}
+
+var variants = []variantSpec{{
+	name: "allow",
+	about: "100 a second per key for both limiters. Spread over the keys, each key " +
+		"sees a few calls a second, so every call is allowed and recorded: the " +
+		"write path, with a few entries per Sluice window.",
+	policy: throttle.PerSecond(100),
+	limit:  redis_rate.PerSecond(100),
+}, {
+	name: "deny",
+	about: "10 a day per key for both limiters, every key filled to its limit " +
+		"before the first round, so every call is denied: the path of a " +
+		"backlog retrying against a full window.",
+	policy: throttle.PerDay(10),
+	limit:  redis_rate.Limit{Rate: 10, Burst: 10, Period: 24 * time.Hour},
+	fill:   true,
+}}
+
+// contender is one of the three things measured.
+type contender struct {
+	name   string
+	decide decideFunc
+	result func(*Point) *Measurement
+}
+
+// runLimiter runs every variant: in each round, every number of callers,
+// and at each the three contenders one after another in an order that
+// rotates from round to round.
+func runLimiter(ctx context.Context, r *runner, res *Results) error {
+	for _, s := range []*redis.Script{floorScript, lua.Allow} {
+		if err := s.Load(ctx, r.rdb).Err(); err != nil {
+			return fmt.Errorf("load script: %w", err)
+		}
+	}
+	keys := make([]string, r.cfg.Keys)
+	for i := range keys {
+		keys[i] = "tenant-" + strconv.Itoa(i)
+	}
+	lr := &LimiterResult{Keys: len(keys)}
+	for _, spec := range variants {
+		v, err := runVariant(ctx, r, spec, keys)
+		if err != nil {
+			return fmt.Errorf("%s: %w", spec.name, err)
+		}
+		lr.Variants = append(lr.Variants, v)
+	}
+	lr.Targets = targets(lr)
+	res.Limiter = lr
+	return nil
+}
+
+// runVariant measures one variant on keys of its own: a warm-up of each
+// contender, then the rounds.
+func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string) (Variant, error) {
+	prefix := r.prefix + spec.name + ":"
+	sluice := throttle.NewLimiter(r.rdb, throttle.WithPrefix(prefix))
+	gcra := redis_rate.NewLimiter(r.rdb)
+	contenders := []contender{{
+		name: "floor",
+		decide: func(ctx context.Context, key string) (bool, error) {
+			return true, floorScript.Run(ctx, r.rdb, []string{prefix + key}).Err()
+		},
+		result: func(p *Point) *Measurement { return &p.Floor },
+	}, {
+		name: "sluice",
+		decide: func(ctx context.Context, key string) (bool, error) {
+			d, err := sluice.Allow(ctx, key, spec.policy)
+			return d.Allowed, err
+		},
+		result: func(p *Point) *Measurement { return &p.Sluice },
+	}, {
+		name: "redis_rate",
+		decide: func(ctx context.Context, key string) (bool, error) {
+			res, err := gcra.Allow(ctx, prefix+key, spec.limit)
+			if err != nil {
+				return false, err
+			}
+			return res.Allowed > 0, nil
+		},
+		result: func(p *Point) *Measurement { return &p.RedisRate },
+	}}
+
+	if spec.fill {
+		if err := fill(ctx, r, keys, sluice, gcra, spec); err != nil {
+			return Variant{}, err
+		}
+	}
+	// Warm up every contender at the most callers: scripts cached, the
+	// pool's connections open.
+	most := slices.Max(r.cfg.Callers)
+	for _, c := range contenders {
+		if _, err := measure(ctx, most, keys, 0, r.cfg.Warmup, c.decide); err != nil {
+			return Variant{}, fmt.Errorf("warm up %s: %w", c.name, err)
+		}
+	}
+
+	v := Variant{Name: spec.name, About: spec.about, Sluice: spec.policy.String(), RedisRate: spec.limit.String()}
+	rounds := make(map[string][][]Round) // contender -> callers index -> rounds
+	for round := range r.cfg.Repeat {
+		for ci, callers := range r.cfg.Callers {
+			for k := range contenders {
+				c := contenders[(round+k)%len(contenders)]
+				before, err := evalshaStats(ctx, r.rdb)
+				if err != nil {
+					return Variant{}, err
+				}
+				got, err := measure(ctx, callers, keys, r.cfg.Warmup, r.cfg.Duration, c.decide)
+				if err != nil {
+					return Variant{}, fmt.Errorf("%s at %d callers: %w", c.name, callers, err)
+				}
+				after, err := evalshaStats(ctx, r.rdb)
+				if err != nil {
+					return Variant{}, err
+				}
+				if calls := after.calls - before.calls; calls > 0 {
+					got.RedisUsPerCall = float64(after.usec-before.usec) / float64(calls)
+				}
+				if rounds[c.name] == nil {
+					rounds[c.name] = make([][]Round, len(r.cfg.Callers))
+				}
+				rounds[c.name][ci] = append(rounds[c.name][ci], got)
+				r.logf("limiter %-5s round %d/%d callers %3d %-10s %9.0f/s  p50 %6.0f µs  p99 %6.0f µs  Redis %5.1f µs/call  allowed %3.0f%%",
+					spec.name, round+1, r.cfg.Repeat, callers, c.name, got.PerSecond, got.P50, got.P99, got.RedisUsPerCall, 100*got.AllowedShare)
+			}
+		}
+	}
+	for ci, callers := range r.cfg.Callers {
+		p := Point{Callers: callers}
+		for _, c := range contenders {
+			*c.result(&p) = measurement(rounds[c.name][ci])
+		}
+		p.SluiceOverFloor = throughputRatio(p.Sluice.Rounds, p.Floor.Rounds)
+		p.SluiceOverRedisRate = throughputRatio(p.Sluice.Rounds, p.RedisRate.Rounds)
+		p.RedisRateOverFloor = throughputRatio(p.RedisRate.Rounds, p.Floor.Rounds)
+		v.Points = append(v.Points, p)
+	}
+	return v, nil
+}
+
+// fill takes every key of both limiters to its limit, so that every later
+// call is denied.
+func fill(ctx context.Context, r *runner, keys []string, sluice *throttle.Limiter, gcra *redis_rate.Limiter, spec variantSpec) error {
+	prefix := r.prefix + spec.name + ":"
+	const workers = 32
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(keys) && errs[w] == nil; i += workers {
+				if _, err := sluice.AllowN(ctx, keys[i], spec.policy, spec.policy.Limit); err != nil {
+					errs[w] = fmt.Errorf("fill %s: %w", keys[i], err)
+				} else if _, err := gcra.AllowN(ctx, prefix+keys[i], spec.limit, spec.limit.Burst); err != nil {
+					errs[w] = fmt.Errorf("fill %s: redis_rate: %w", keys[i], err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// targets checks the goals of the issue "Performance" against the allowing
+// variant at TargetCallers, when it was measured.
+func targets(lr *LimiterResult) []Target {
+	var out []Target
+	for i := range lr.Variants {
+		v := &lr.Variants[i]
+		p := v.point(TargetCallers)
+		if v.Name != "allow" || p == nil {
+			continue
+		}
+		out = append(out,
+			Target{Name: "sluice_over_redis_rate", Variant: v.Name, Callers: TargetCallers,
+				Want: TargetOverRedisRate, Got: p.SluiceOverRedisRate.Median, Met: p.SluiceOverRedisRate.Median >= TargetOverRedisRate},
+			Target{Name: "sluice_over_floor", Variant: v.Name, Callers: TargetCallers,
+				Want: TargetOverFloor, Got: p.SluiceOverFloor.Median, Met: p.SluiceOverFloor.Median >= TargetOverFloor})
+	}
+	return out
+}
+
+// commandStats is a line of INFO commandstats: calls of a command since the
+// statistics were last reset, and the microseconds Redis spent in them.
+type commandStats struct{ calls, usec int64 }
+
+// evalshaStats returns the commandstats of EVALSHA, zero when it has not run.
+func evalshaStats(ctx context.Context, rdb *redis.Client) (commandStats, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return commandStats{}, fmt.Errorf("INFO commandstats: %w", err)
+	}
+	return parseCommandStats(info, "evalsha"), nil
+}
+
+// parseCommandStats reads the line "cmdstat_<name>:calls=N,usec=N,..." of
+// INFO commandstats.
+func parseCommandStats(info, name string) commandStats {
+	var cs commandStats
+	for line := range strings.Lines(info) {
+		fields, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":")
+		if !ok {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				cs.calls = n
+			case "usec":
+				cs.usec = n
+			}
+		}
+	}
+	return cs
+}

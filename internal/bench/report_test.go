@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// testResults are results of a run with fixed figures: at 32 callers Sluice
+// makes 27,000 decisions a second, the floor 90,000 and redis_rate 30,000.
+func testResults() *Results {
+	m := func(perSecond float64) Measurement {
+		r := Round{Calls: int64(2 * perSecond), PerSecond: perSecond, AllowedShare: 1, P50: 350, P90: 700, P99: 1500, P999: 4200.4, RedisUsPerCall: 13.94}
+		return measurement([]Round{r, r})
+	}
+	p := Point{
+		Callers: 32, Floor: m(90_000), Sluice: m(27_000), RedisRate: m(30_000),
+		SluiceOverFloor:     Ratio{Median: 0.3, Min: 0.28, Max: 0.31},
+		SluiceOverRedisRate: Ratio{Median: 0.9, Min: 0.9, Max: 0.9},
+		RedisRateOverFloor:  Ratio{Median: 0.33, Min: 0.3, Max: 0.35},
+	}
+	lr := &LimiterResult{Keys: 10_000, Variants: []Variant{{Name: "allow", About: "Every call allowed.", Sluice: "100/1s", RedisRate: "100 req/s (burst 100)", Points: []Point{p}}}}
+	lr.Targets = targets(lr)
+	return &Results{
+		Meta: Meta{
+			Date: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), ElapsedSeconds: 300.2, GoVersion: "go1.26.8",
+			OS: "linux", Arch: "amd64", CPUs: 2, GOMAXPROCS: 2, RedisVersion: "7.0.15", RedisAddr: "127.0.0.1:7000", OwnRedis: true,
+			Settings: Settings{Sections: []string{"limiter", "memory"}, DurationSeconds: 2, WarmupSeconds: 0.25, Repeat: 5,
+				Callers: []int{32}, Keys: 10_000, PoolSize: 32, Command: "go run ./cmd/bench --out DIR --duration 2s"},
+		},
+		Limiter: lr,
+		Memory: &MemoryResult{Rows: []MemoryRow{
+			{Units: 10, SluiceBytes: 424, SluiceBytesPerUnit: 42.4, SluiceEncoding: "listpack", RedisRateBytes: 120, SluiceOverRedisRate: 424.0 / 120},
+			{Units: 10_000, SluiceBytes: 1_290_832, SluiceBytesPerUnit: 129.0832, SluiceEncoding: "skiplist", RedisRateBytes: 136, SluiceOverRedisRate: 1_290_832.0 / 136},
+		}},
+	}
+}
+
+func TestWriteReport(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	WriteReport(&b, testResults())
+	md := b.String()
+	for _, want := range []string{
+		"on 2 CPUs, linux/amd64, GOMAXPROCS 2, go1.26.8; Redis 7.0.15, a redis-server started for the run",
+		"in 5m0s",
+		"go run ./cmd/bench --out DIR --duration 2s\n",
+		"## Limiter: Allow",
+		"- sluice/redis_rate at 32 callers, allow: 0.90, want at least 1.00: **not met**",
+		"- sluice/floor at 32 callers, allow: 0.30, want at least 0.85: **not met**",
+		"Sluice `100/1s`, redis_rate `100 req/s (burst 100)`: Every call allowed.",
+		// Throughputs grouped by thousands; a ratio with its range, and
+		// without one when every round agreed.
+		"| 32 | 90,000 | 27,000 | 30,000 | 0.30 (0.28–0.31) | 0.90 | 0.33 (0.30–0.35) |",
+		"| 32 | sluice | 350 | 700 | 1,500 | 4,200 | 100% | 13.9 |",
+		"## Memory per limited key",
+		"| 10 | 424 | 42.4 | listpack | 120 | 3.5 |",
+		"| 10,000 | 1,290,832 | 129.1 | skiplist | 136 | 9,491 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestWriteReportOmitsSectionsNotRun(t *testing.T) {
+	t.Parallel()
+	res := testResults()
+	res.Memory = nil
+	var b strings.Builder
+	WriteReport(&b, res)
+	if md := b.String(); strings.Contains(md, "## Memory") || !strings.Contains(md, "## Limiter") {
+		t.Errorf("report with no memory results:\n%s", md)
+	}
+}
+
+func TestTargets(t *testing.T) {
+	t.Parallel()
+	lr := testResults().Limiter
+	lr.Variants[0].Points[0].SluiceOverRedisRate.Median = 1.0
+	lr.Variants[0].Points[0].SluiceOverFloor.Median = 0.85
+	ts := targets(lr)
+	if len(ts) != 2 {
+		t.Fatalf("targets = %+v, want 2", ts)
+	}
+	for _, tg := range ts {
+		if !tg.Met {
+			t.Errorf("%s: got %v, want %v: not met; a ratio equal to its target meets it", tg.Name, tg.Got, tg.Want)
+		}
+	}
+	// Without a point at TargetCallers there is nothing to check.
+	lr.Variants[0].Points[0].Callers = 8
+	if ts := targets(lr); len(ts) != 0 {
+		t.Errorf("targets without %d callers = %+v, want none", TargetCallers, ts)
+	}
+}
+
+func TestFormats(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ got, want string }{
+		{thousands(0), "0"},
+		{thousands(999.4), "999"},
+		{thousands(999.5), "1,000"},
+		{thousands(1234567), "1,234,567"},
+		{thousands(-1234), "-1,234"},
+		{percent(1), "100%"},
+		{percent(0), "0%"},
+		{percent(0.9951), "99.5%"},
+		{ratio(Ratio{Median: 0.876, Min: 0.8, Max: 0.9}), "0.88 (0.80–0.90)"},
+		{ratio(Ratio{Median: 1, Min: 1, Max: 1}), "1.00"},
+		{times(3.53), "3.5"},
+		{times(9491.4), "9,491"},
+	}
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
