@@ -1,7 +1,7 @@
 // Command bench measures Sluice against baselines on a real Redis and writes
 // DIR/results.json and DIR/REPORT.md (see package internal/bench):
 //
-//	bench --out DIR [--redis URL] [--duration 2s] [--only limiter,memory]
+//	bench --out DIR [--redis URL] [--duration 2s] [--only limiter,memory,worker]
 //
 // Without --redis (or REDIS_URL) it starts a redis-server of its own on
 // loopback and stops it at the end. Exit status 0 on success, 1 when the
@@ -27,10 +27,11 @@ import (
 
 const synopsis = `
 usage: bench --out DIR [--redis URL] [--duration D] [--warmup D] [--repeat N]
-             [--only SECTION,...]
+             [--worker-tasks N] [--worker-concurrency N] [--only SECTION,...]
 
 Measures Sluice's limiter against a trivial EVALSHA (the round-trip floor)
-and against redis_rate (GCRA), and the Redis memory of a limited key, and
+and against redis_rate (GCRA), the Redis memory of a limited key, and asynq
+tasks per second with the Throttle middleware against plain asynq, and
 writes DIR/results.json and DIR/REPORT.md. Without --redis it runs its own
 redis-server on loopback. Keys it writes on a given Redis are deleted at the
 end. Every flag can also be set from the environment variable shown.`
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	duration := fs.Duration("duration", bench.DefaultDuration, "how long each measurement counts calls")
 	warmup := fs.Duration("warmup", bench.DefaultWarmup, "how long each measurement runs before it counts")
 	repeat := fs.Int("repeat", bench.DefaultRepeat, "how many times each measurement is made; the report gives the median")
+	workerTasks := fs.Int("worker-tasks", bench.DefaultWorkerTasks, "tasks per round of the worker section")
+	workerConcurrency := fs.Int("worker-concurrency", bench.DefaultWorkerConcurrency, "asynq Concurrency of both servers of the worker section")
 	only := fs.String("only", strings.Join(bench.Sections(), ","), "sections to run, comma-separated")
 	fs.Usage = cli.Usage(fs, synopsis, env)
 
@@ -72,8 +75,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *duration <= 0 || *warmup <= 0 || *repeat <= 0 {
-		fmt.Fprintln(stderr, "bench: --duration, --warmup and --repeat must be positive")
+	if *duration <= 0 || *warmup <= 0 || *repeat <= 0 || *workerTasks <= 0 || *workerConcurrency <= 0 {
+		fmt.Fprintln(stderr, "bench: --duration, --warmup, --repeat, --worker-tasks and --worker-concurrency must be positive")
 		return 2
 	}
 	cfg := bench.Config{
@@ -81,6 +84,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		Duration: *duration,
 		Warmup:   *warmup,
 		Repeat:   *repeat,
+
+		WorkerTasks:       *workerTasks,
+		WorkerConcurrency: *workerConcurrency,
+
 		Sections: strings.Split(*only, ","),
 		Log:      stderr,
 	}

@@ -24,6 +24,8 @@ func TestUsage(t *testing.T) {
 		{"no --out", []string{"--duration", "1s"}, 2, "--out is required"},
 		{"unknown section", []string{"--out", t.TempDir(), "--only", "limiter,plots"}, 2, `unknown section "plots"`},
 		{"zero duration", []string{"--out", t.TempDir(), "--duration", "0s"}, 2, "must be positive"},
+		{"zero worker tasks", []string{"--out", t.TempDir(), "--worker-tasks", "0"}, 2, "must be positive"},
+		{"negative worker concurrency", []string{"--out", t.TempDir(), "--worker-concurrency", "-1"}, 2, "must be positive"},
 		{"bad duration", []string{"--out", t.TempDir(), "--duration", "fast"}, 2, "invalid value"},
 		{"extra argument", []string{"--out", t.TempDir(), "now"}, 2, `unexpected argument "now"`},
 	}
@@ -64,7 +66,7 @@ func TestOwnRedis(t *testing.T) {
 	if err := json.Unmarshal(js, &res); err != nil {
 		t.Fatal(err)
 	}
-	if !res.Meta.OwnRedis || res.Memory == nil || res.Limiter != nil || len(res.Memory.Rows) != len(bench.DefaultMemoryUnits) {
+	if !res.Meta.OwnRedis || res.Memory == nil || res.Limiter != nil || res.Worker != nil || len(res.Memory.Rows) != len(bench.DefaultMemoryUnits) {
 		t.Errorf("results: own Redis %v, memory %+v, limiter %v", res.Meta.OwnRedis, res.Memory, res.Limiter)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))

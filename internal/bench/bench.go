@@ -72,6 +72,14 @@ type Config struct {
 	// means DefaultMemoryUnits.
 	MemoryUnits []int
 
+	// WorkerTasks is how many tasks each round of the worker section runs;
+	// zero means DefaultWorkerTasks.
+	WorkerTasks int
+
+	// WorkerConcurrency is asynq's Config.Concurrency of both servers of
+	// the worker section; zero means DefaultWorkerConcurrency.
+	WorkerConcurrency int
+
 	// Sections names the sections to run, in any order (they run in the
 	// order of Sections); nil runs them all.
 	Sections []string
@@ -93,6 +101,7 @@ type section struct {
 var sections = []section{
 	{"limiter", runLimiter, reportLimiter},
 	{"memory", runMemory, reportMemory},
+	{"worker", runWorker, reportWorker},
 }
 
 // Sections returns the names of the sections, in the order they run.
@@ -110,6 +119,7 @@ type Results struct {
 	Meta    Meta           `json:"meta"`
 	Limiter *LimiterResult `json:"limiter,omitempty"`
 	Memory  *MemoryResult  `json:"memory,omitempty"`
+	Worker  *WorkerResult  `json:"worker,omitempty"`
 }
 
 // Meta says where and how the results were measured.
@@ -131,15 +141,17 @@ type Meta struct {
 
 // Settings are the settings of a run, defaults filled in.
 type Settings struct {
-	Sections        []string `json:"sections"`
-	DurationSeconds float64  `json:"duration_seconds"` // per measurement
-	WarmupSeconds   float64  `json:"warmup_seconds"`   // per measurement
-	Repeat          int      `json:"repeat"`
-	Callers         []int    `json:"callers"`
-	Keys            int      `json:"keys"`
-	MemoryUnits     []int    `json:"memory_units"`
-	PoolSize        int      `json:"pool_size"` // go-redis PoolSize, shared by all contenders
-	Command         string   `json:"command"`   // the command that reruns these settings
+	Sections          []string `json:"sections"`
+	DurationSeconds   float64  `json:"duration_seconds"` // per measurement
+	WarmupSeconds     float64  `json:"warmup_seconds"`   // per measurement
+	Repeat            int      `json:"repeat"`
+	Callers           []int    `json:"callers"`
+	Keys              int      `json:"keys"`
+	MemoryUnits       []int    `json:"memory_units"`
+	WorkerTasks       int      `json:"worker_tasks"`       // per round of the worker section
+	WorkerConcurrency int      `json:"worker_concurrency"` // asynq Concurrency of the worker section
+	PoolSize          int      `json:"pool_size"`          // go-redis PoolSize of the limiter section, shared by its contenders
+	Command           string   `json:"command"`            // the command that reruns these settings
 }
 
 // runner is the state shared by the sections of one run.
@@ -166,8 +178,8 @@ func (cfg Config) Validate() error {
 // withDefaults returns cfg with its zero fields set to their defaults, or an
 // error naming the first bad field.
 func withDefaults(cfg Config) (Config, error) {
-	if cfg.Duration < 0 || cfg.Warmup < 0 || cfg.Repeat < 0 || cfg.Keys < 0 {
-		return cfg, errors.New("bench: negative duration, warm-up, repeat or keys")
+	if cfg.Duration < 0 || cfg.Warmup < 0 || cfg.Repeat < 0 || cfg.Keys < 0 || cfg.WorkerTasks < 0 || cfg.WorkerConcurrency < 0 {
+		return cfg, errors.New("bench: negative duration, warm-up, repeat, keys, worker tasks or worker concurrency")
 	}
 	if cfg.Duration == 0 {
 		cfg.Duration = DefaultDuration
@@ -180,6 +192,12 @@ func withDefaults(cfg Config) (Config, error) {
 	}
 	if cfg.Keys == 0 {
 		cfg.Keys = DefaultKeys
+	}
+	if cfg.WorkerTasks == 0 {
+		cfg.WorkerTasks = DefaultWorkerTasks
+	}
+	if cfg.WorkerConcurrency == 0 {
+		cfg.WorkerConcurrency = DefaultWorkerConcurrency
 	}
 	if cfg.Callers == nil {
 		cfg.Callers = DefaultCallers
@@ -260,15 +278,17 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		OwnRedis:   cfg.OwnRedis,
 		KeyPrefix:  r.prefix,
 		Settings: Settings{
-			Sections:        cfg.Sections,
-			DurationSeconds: cfg.Duration.Seconds(),
-			WarmupSeconds:   cfg.Warmup.Seconds(),
-			Repeat:          cfg.Repeat,
-			Callers:         cfg.Callers,
-			Keys:            cfg.Keys,
-			MemoryUnits:     cfg.MemoryUnits,
-			PoolSize:        opt.PoolSize,
-			Command:         command(cfg),
+			Sections:          cfg.Sections,
+			DurationSeconds:   cfg.Duration.Seconds(),
+			WarmupSeconds:     cfg.Warmup.Seconds(),
+			Repeat:            cfg.Repeat,
+			Callers:           cfg.Callers,
+			Keys:              cfg.Keys,
+			MemoryUnits:       cfg.MemoryUnits,
+			WorkerTasks:       cfg.WorkerTasks,
+			WorkerConcurrency: cfg.WorkerConcurrency,
+			PoolSize:          opt.PoolSize,
+			Command:           command(cfg),
 		},
 	}}
 	if res.Meta.RedisVersion, err = redisVersion(ctx, rdb); err != nil {
@@ -288,15 +308,20 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	return res, nil
 }
 
-// cleanup deletes every key the run wrote, with a context of its own so that
-// it also runs after an interruption.
+// cleanup deletes every key the run wrote, and the names of the asynq
+// queues it made, with a context of its own so that it also runs after an
+// interruption.
 func (r *runner) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, pattern := range []string{r.prefix + "*", redisRatePrefix + r.prefix + "*"} {
-		iter := r.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-		for iter.Next(ctx) {
-			r.rdb.Unlink(ctx, iter.Val())
+	for _, pattern := range []string{r.prefix + "*", redisRatePrefix + r.prefix + "*", asynqQueuePattern(r.prefix + "*")} {
+		_ = unlinkMatching(ctx, r.rdb, pattern)
+	}
+	if queues, err := r.rdb.SMembers(ctx, asynqQueues).Result(); err == nil {
+		for _, q := range queues {
+			if strings.HasPrefix(q, r.prefix) {
+				r.rdb.SRem(ctx, asynqQueues, q)
+			}
 		}
 	}
 }
@@ -308,8 +333,11 @@ func command(cfg Config) string {
 	if !cfg.OwnRedis {
 		b.WriteString(" --redis URL")
 	}
-	fmt.Fprintf(&b, " --out DIR --duration %v --warmup %v --repeat %d --only %s",
-		cfg.Duration, cfg.Warmup, cfg.Repeat, strings.Join(cfg.Sections, ","))
+	fmt.Fprintf(&b, " --out DIR --duration %v --warmup %v --repeat %d", cfg.Duration, cfg.Warmup, cfg.Repeat)
+	if slices.Contains(cfg.Sections, "worker") {
+		fmt.Fprintf(&b, " --worker-tasks %d --worker-concurrency %d", cfg.WorkerTasks, cfg.WorkerConcurrency)
+	}
+	fmt.Fprintf(&b, " --only %s", strings.Join(cfg.Sections, ","))
 	return b.String()
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -33,6 +34,7 @@ func TestRunSmoke(t *testing.T) {
 		Callers:     []int{1, TargetCallers},
 		Keys:        2000,
 		MemoryUnits: []int{10, 1000},
+		WorkerTasks: 200,
 	}
 	res, err := Run(t.Context(), cfg)
 	if err != nil {
@@ -69,18 +71,20 @@ func TestRunSmoke(t *testing.T) {
 		t.Errorf("meta date %v is not the run's", m.Date)
 	}
 	if s := m.Settings; s.Repeat != 2 || s.Keys != 2000 || s.PoolSize != TargetCallers || !slices.Equal(s.Sections, Sections()) ||
-		s.DurationSeconds != 0.05 || !strings.Contains(s.Command, "--duration 50ms") {
+		s.DurationSeconds != 0.05 || !strings.Contains(s.Command, "--duration 50ms") ||
+		s.WorkerTasks != 200 || s.WorkerConcurrency != DefaultWorkerConcurrency || !strings.Contains(s.Command, "--worker-tasks 200") {
 		t.Errorf("settings = %+v", s)
 	}
 
 	checkLimiter(t, got.Limiter, cfg)
 	checkMemory(t, got.Memory, cfg)
+	checkWorker(t, got.Worker, cfg)
 
 	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Limiter: Allow", "### allow", "### deny", "## Memory per limited key", "go run ./cmd/bench"} {
+	for _, want := range []string{"## Limiter: Allow", "### allow", "### deny", "## Memory per limited key", "## Worker: asynq end to end", "go run ./cmd/bench"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}
@@ -92,9 +96,18 @@ func TestRunSmoke(t *testing.T) {
 	if !strings.HasPrefix(m.KeyPrefix, "sluice-bench-") {
 		t.Fatalf("key prefix %q", m.KeyPrefix)
 	}
-	for _, pattern := range []string{m.KeyPrefix + "*", redisRatePrefix + m.KeyPrefix + "*"} {
+	for _, pattern := range []string{m.KeyPrefix + "*", redisRatePrefix + m.KeyPrefix + "*", asynqQueuePattern(m.KeyPrefix + "*")} {
 		if keys, err := rdb.Keys(t.Context(), pattern).Result(); err != nil || len(keys) > 0 {
 			t.Errorf("keys left behind matching %s: %d (%v)", pattern, len(keys), err)
+		}
+	}
+	queues, err := rdb.SMembers(t.Context(), asynqQueues).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queues {
+		if strings.HasPrefix(q, m.KeyPrefix) {
+			t.Errorf("asynq queue %q left in %s", q, asynqQueues)
 		}
 	}
 }
@@ -180,6 +193,51 @@ func checkMemory(t *testing.T, mr *MemoryResult, cfg Config) {
 		if r.SluiceOverRedisRate <= 1 {
 			t.Errorf("%d units: sluice/redis_rate %v", r.Units, r.SluiceOverRedisRate)
 		}
+	}
+}
+
+func checkWorker(t *testing.T, wr *WorkerResult, cfg Config) {
+	t.Helper()
+	if wr == nil {
+		t.Fatal("no worker results")
+	}
+	if wr.Tasks != cfg.WorkerTasks || wr.Concurrency != DefaultWorkerConcurrency || wr.Tenants != workerTenants ||
+		wr.TaskCheckIntervalMs != 100 || wr.DelayedTaskCheckIntervalMs != 250 || !strings.Contains(wr.Policies, "sms:send") {
+		t.Errorf("worker settings: %+v", wr)
+	}
+	for _, c := range []struct {
+		name string
+		m    WorkerMeasurement
+	}{{"plain", wr.Plain}, {"sluice", wr.Sluice}} {
+		if len(c.m.Rounds) != cfg.Repeat {
+			t.Errorf("%s: %d rounds, want %d", c.name, len(c.m.Rounds), cfg.Repeat)
+		}
+		for i, r := range c.m.Rounds {
+			// Tasks over Seconds, and not absurd: a task costs at least
+			// a round trip or two to Redis.
+			if r.Tasks != cfg.WorkerTasks || r.Seconds <= 0 || r.PerSecond <= 0 || r.PerSecond > 1e6 ||
+				math.Abs(r.PerSecond*r.Seconds-float64(r.Tasks)) > 1e-6*float64(r.Tasks) || r.EnqueueSeconds <= 0 || r.RedisCPUUsPerTask < 0 {
+				t.Errorf("%s round %d: %+v", c.name, i+1, r)
+			}
+		}
+		if c.m.PerSecond <= 0 || c.m.PerSecond != median(workerPerSecond(c.m.Rounds)) {
+			t.Errorf("%s: median %v of rounds %+v", c.name, c.m.PerSecond, c.m.Rounds)
+		}
+	}
+	if r := wr.SluiceOverPlain; !(0 < r.Min && r.Min <= r.Median && r.Median <= r.Max) {
+		t.Errorf("sluice/plain: %+v", r)
+	}
+	if wr.Target != TargetWorkerOverPlain || wr.TargetMet != (wr.SluiceOverPlain.Median >= TargetWorkerOverPlain) {
+		t.Errorf("target %v, met %v, with sluice/plain %v", wr.Target, wr.TargetMet, wr.SluiceOverPlain.Median)
+	}
+}
+
+func TestParseCPU(t *testing.T) {
+	t.Parallel()
+	info := "# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:2.250000\r\nused_cpu_sys_children:9.000000\r\n" +
+		"used_cpu_user_children:9.000000\r\nused_cpu_sys_main_thread:1.400000\r\n"
+	if got, want := parseCPU(info), 3.75e6; math.Abs(got-want) > 1e-3 {
+		t.Errorf("parseCPU = %v µs, want %v: the process's own, not its children's or a thread's", got, want)
 	}
 }
 

@@ -29,6 +29,18 @@ func testResults() *Results {
 				Callers: []int{32}, Keys: 10_000, PoolSize: 32, Command: "go run ./cmd/bench --out DIR --duration 2s"},
 		},
 		Limiter: lr,
+		Worker: &WorkerResult{
+			Tasks: 20_000, Tenants: 50, Concurrency: 10, TaskCheckIntervalMs: 100, DelayedTaskCheckIntervalMs: 250,
+			Policies: workerPolicies,
+			Plain: WorkerMeasurement{PerSecond: 12_000, RedisCPUUsPerTask: 40.04, Rounds: []WorkerRound{
+				{Tasks: 20_000, Seconds: 1.6, PerSecond: 12_500, RedisCPUUsPerTask: 40.04}, {Tasks: 20_000, Seconds: 1.74, PerSecond: 11_500, RedisCPUUsPerTask: 40.04},
+			}},
+			Sluice: WorkerMeasurement{PerSecond: 8_400, RedisCPUUsPerTask: 81.26, Rounds: []WorkerRound{
+				{Tasks: 20_000, Seconds: 2.35, PerSecond: 8_500, RedisCPUUsPerTask: 81.26}, {Tasks: 20_000, Seconds: 2.41, PerSecond: 8_300, RedisCPUUsPerTask: 81.26},
+			}},
+			SluiceOverPlain: Ratio{Median: 0.7, Min: 0.68, Max: 0.72},
+			Target:          TargetWorkerOverPlain,
+		},
 		Memory: &MemoryResult{Rows: []MemoryRow{
 			{Units: 10, SluiceBytes: 424, SluiceBytesPerUnit: 42.4, SluiceEncoding: "listpack", RedisRateBytes: 120, SluiceOverRedisRate: 424.0 / 120},
 			{Units: 10_000, SluiceBytes: 1_290_832, SluiceBytesPerUnit: 129.0832, SluiceEncoding: "skiplist", RedisRateBytes: 136, SluiceOverRedisRate: 1_290_832.0 / 136},
@@ -56,6 +68,15 @@ func TestWriteReport(t *testing.T) {
 		"## Memory per limited key",
 		"| 10 | 424 | 42.4 | listpack | 120 | 3.5 |",
 		"| 10,000 | 1,290,832 | 129.1 | skiplist | 136 | 9,491 |",
+		"## Worker: asynq end to end",
+		"completed all 20,000 tasks",
+		"for 50 tenants in turn",
+		"(Concurrency 10, one queue, TaskCheckInterval 100ms, DelayedTaskCheckInterval 250ms)",
+		"Target of the issue \"Performance\": sluice/plain 0.70, want at least 0.90: **not met**",
+		"| plain | 12,000 | 11,500 | 12,500 | 2 | 40.0 |",
+		"| sluice | 8,400 | 8,300 | 8,500 | 2 | 81.3 |",
+		"sluice/plain: 0.70 (0.68–0.72)",
+		"```yaml\ntasks:\n  sms:send:\n",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
@@ -66,10 +87,10 @@ func TestWriteReport(t *testing.T) {
 func TestWriteReportOmitsSectionsNotRun(t *testing.T) {
 	t.Parallel()
 	res := testResults()
-	res.Memory = nil
+	res.Memory, res.Worker = nil, nil
 	var b strings.Builder
 	WriteReport(&b, res)
-	if md := b.String(); strings.Contains(md, "## Memory") || !strings.Contains(md, "## Limiter") {
+	if md := b.String(); strings.Contains(md, "## Memory") || strings.Contains(md, "## Worker") || !strings.Contains(md, "## Limiter") {
 		t.Errorf("report with no memory results:\n%s", md)
 	}
 }

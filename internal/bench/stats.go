@@ -118,10 +118,23 @@ func measurement(rounds []Round) Measurement {
 // the rounds where both are measured and den is not zero: their median,
 // least and greatest. It is the zero Ratio when there is no such round.
 func throughputRatio(num, den []Round) Ratio {
+	perSecond := func(rounds []Round) []float64 {
+		xs := make([]float64, len(rounds))
+		for i, r := range rounds {
+			xs[i] = r.PerSecond
+		}
+		return xs
+	}
+	return perSecondRatio(perSecond(num), perSecond(den))
+}
+
+// perSecondRatio returns the ratios num[i] / den[i] of the rounds where both
+// are measured and den is not zero, as throughputRatio does for Rounds.
+func perSecondRatio(num, den []float64) Ratio {
 	var rs []float64
 	for i := range min(len(num), len(den)) {
-		if den[i].PerSecond > 0 {
-			rs = append(rs, num[i].PerSecond/den[i].PerSecond)
+		if den[i] > 0 {
+			rs = append(rs, num[i]/den[i])
 		}
 	}
 	if len(rs) == 0 {

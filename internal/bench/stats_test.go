@@ -164,7 +164,9 @@ func TestValidate(t *testing.T) {
 	}{
 		{"zero: every default", Config{}, false},
 		{"some sections", Config{Sections: []string{"memory", "limiter", "memory"}}, false},
-		{"unknown section", Config{Sections: []string{"limiter", "worker"}}, true},
+		{"unknown section", Config{Sections: []string{"limiter", "plots"}}, true},
+		{"negative worker tasks", Config{WorkerTasks: -1}, true},
+		{"negative worker concurrency", Config{WorkerConcurrency: -1}, true},
 		{"no section", Config{Sections: []string{}}, true},
 		{"negative duration", Config{Duration: -time.Second}, true},
 		{"zero callers", Config{Callers: []int{1, 0}}, true},
@@ -179,14 +181,15 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
-	cfg, err := withDefaults(Config{Sections: []string{"memory", "limiter", "memory"}})
+	cfg, err := withDefaults(Config{Sections: []string{"worker", "memory", "limiter", "memory"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := cfg.Sections, []string{"limiter", "memory"}; !slices.Equal(got, want) {
+	if got, want := cfg.Sections, []string{"limiter", "memory", "worker"}; !slices.Equal(got, want) {
 		t.Errorf("sections = %v, want %v (in the order they run, once each)", got, want)
 	}
-	if cfg.Duration != DefaultDuration || cfg.Repeat != DefaultRepeat || cfg.Keys != DefaultKeys || !slices.Equal(cfg.Callers, DefaultCallers) {
+	if cfg.Duration != DefaultDuration || cfg.Repeat != DefaultRepeat || cfg.Keys != DefaultKeys || !slices.Equal(cfg.Callers, DefaultCallers) ||
+		cfg.WorkerTasks != DefaultWorkerTasks || cfg.WorkerConcurrency != DefaultWorkerConcurrency {
 		t.Errorf("defaults not filled: %+v", cfg)
 	}
 }
