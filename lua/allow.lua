@@ -86,20 +86,38 @@ for i = 1, n do
   local window = windows[i]
   local newest
   if record and reply[1] == 1 then
-    -- Members must be unique even when many units land in one microsecond:
-    -- name them after the stamp and the number already at this score.
-    local seq = redis.call('ZCOUNT', key, now, now)
+    -- Members must be unique even when many units land in one microsecond.
+    -- They are named after the stamp and the count in the window before
+    -- this call, which only grows within one microsecond for one window.
+    -- A key called with two windows in one microsecond can repeat a name:
+    -- ZADD NX refuses it, and the refused units are named after the number
+    -- of members at this score instead (which only grows within the
+    -- microsecond), marked 'z' so the two kinds never meet.
     local cost = costs[i]
-    local done = 0
+    local done, refused = 0, 0
     while done < cost do
-      local args = {}
+      local args = {'NX'}
       local batch = math.min(cost - done, 500)
       for j = 1, batch do
-        args[2 * j - 1] = now
-        args[2 * j] = stamp .. '-' .. (seq + done + j - 1)
+        args[2 * j] = now
+        args[2 * j + 1] = stamp .. '-' .. (counts[i] + done + j - 1)
       end
-      redis.call('ZADD', key, unpack(args))
+      refused = refused + batch - redis.call('ZADD', key, unpack(args))
       done = done + batch
+    end
+    if refused > 0 then
+      local seq = redis.call('ZCOUNT', key, now, now)
+      done = 0
+      while done < refused do
+        local args = {}
+        local batch = math.min(refused - done, 500)
+        for j = 1, batch do
+          args[2 * j - 1] = now
+          args[2 * j] = stamp .. '-z' .. (seq + done + j - 1)
+        end
+        redis.call('ZADD', key, unpack(args))
+        done = done + batch
+      end
     end
     reply[4 * i - 1] = reply[4 * i - 1] + cost
     newest = now

@@ -154,6 +154,32 @@ func TestScriptSameMicrosecond(t *testing.T) {
 	})
 }
 
+// TestScriptSameMicrosecondTwoWindows: a key called with two windows in one
+// microsecond prunes differently for each, so the count that names members
+// can repeat; the repeated name is refused and the unit still recorded,
+// under a name of the other kind.
+func TestScriptSameMicrosecondTwoWindows(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		now := redisNow(t, rdb)/1e6*1e6 + 17
+		key := rawKey(prefix, "k")
+		seed(t, rdb, key, now-5_000_000) // in a 10 s window, out of a 1 s one
+		// 10 s: count 1 before, names <stamp>-1. 1 s: prunes the seed,
+		// count 1 again, and <stamp>-1 is taken.
+		for _, w := range []int64{10_000_000, 1_000_000} {
+			if r := runAt(t, rdb, now, []string{key}, "1", "", 0, check{10, w, 1}); !r.allowed {
+				t.Fatalf("window %dµs: denied: %+v", w, r)
+			}
+		}
+		stamp := fmt.Sprintf("%d%06d", now/1e6, now%1e6)
+		got := rdb.ZRange(ctx, key, 0, -1).Val()
+		if diff := cmp.Diff([]string{stamp + "-1", stamp + "-z1"}, got); diff != "" {
+			t.Errorf("members (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // TestScriptRetryAfterExact: the retry-after of a denied check is the exit of
 // the entry at index count - limit + cost - 1, to the microsecond; the
 // reset-after is the newest entry's exit.
