@@ -418,6 +418,14 @@ func TestPoliciesMargin(t *testing.T) {
 		wantWindow map[string]time.Duration // by tenant, of For("sms:send", tenant)[0]
 		wantErr    string                   // after "policies.yaml: invalid policies: "
 	}{
+		{"default margin", `
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, tenants: {fast: {window: 100ms}}}]
+`, map[string]time.Duration{"acme": time.Second + worker.DefaultMargin, "fast": 100*time.Millisecond + worker.DefaultMargin}, ""},
+		{"default margin of a short window", `
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: 1, window: 100ms}]
+`, map[string]time.Duration{"acme": 105 * time.Millisecond}, ""},
 		{"no margin", `
 margin: 0s
 tasks:
