@@ -154,7 +154,7 @@ func TestREADME(t *testing.T) {
 		}
 		for _, c := range byName["compose"].commands {
 			sub, ok := strings.CutPrefix(c, "docker compose ")
-			if !ok || !strings.Contains(string(check), "compose "+strings.Fields(sub)[0]) ||
+			if !ok || len(strings.Fields(sub)) == 0 || !strings.Contains(string(check), "compose "+strings.Fields(sub)[0]) ||
 				!strings.Contains(string(check), "-f docker-compose.yml") {
 				t.Errorf("README command %q: .ci/compose-check.sh runs no such compose command on docker-compose.yml", c)
 			}
@@ -164,7 +164,12 @@ func TestREADME(t *testing.T) {
 	t.Run("worker and enqueue", func(t *testing.T) {
 		url := redistest.Own(t)
 		sink := newSMSSink(t)
+		// The README's commands name a Redis and a webhook; the test's own
+		// take their place, and every command must name the Redis.
 		localize := func(c string) string {
+			if !strings.Contains(c, "redis://localhost:6379/0") {
+				t.Fatalf("README command %q does not name redis://localhost:6379/0", c)
+			}
 			c = strings.ReplaceAll(c, "redis://localhost:6379/0", url)
 			return strings.ReplaceAll(c, "http://127.0.0.1:8080/sms", sink.srv.URL)
 		}
@@ -181,9 +186,9 @@ func TestREADME(t *testing.T) {
 				t.Fatalf("%s: %v\n%s", c, err, out)
 			}
 		}
-		// 20 from `enqueue sms --count 20`, and the two SMS of
-		// examples/bulk.jsonl due now (its emails have no provider here).
-		const want = 22
+		// 20 from `enqueue sms --count 20`, and the three SMS of
+		// examples/bulk.jsonl (its emails have no provider here).
+		const want = 23
 		deadline := time.Now().Add(60 * time.Second)
 		for n := 0; n < want; n = len(sink.receipts()) {
 			if time.Now().After(deadline) {
@@ -194,16 +199,26 @@ func TestREADME(t *testing.T) {
 			case <-time.After(time.Second):
 			}
 		}
+		// Nothing more, and nothing twice: stop the worker first, so that a
+		// send still on its way is counted.
+		if err := w.stop(); err != nil && !strings.Contains(err.Error(), "exit status") {
+			t.Errorf("worker stopped with Ctrl-C: %v\n%s", err, w.output())
+		}
+		seen := map[string]bool{}
 		for _, r := range sink.receipts() {
 			if r.Status != http.StatusOK {
 				t.Errorf("the webhook answered %d to %s", r.Status, r.ID)
 			}
+			if seen[r.ID] {
+				t.Errorf("task %s reached the webhook twice", r.ID)
+			}
+			seen[r.ID] = true
 		}
-		// Ctrl-C stops the worker gracefully. (`go run` itself exits 1
+		if got := len(sink.receipts()); got != want {
+			t.Errorf("the webhook received %d SMS, want %d", got, want)
+		}
+		// Ctrl-C stopped the worker gracefully. (`go run` itself exits 1
 		// after an interrupt, whatever the program's status.)
-		if err := w.stop(); err != nil && !strings.Contains(err.Error(), "exit status") {
-			t.Errorf("worker stopped with Ctrl-C: %v\n%s", err, w.output())
-		}
 		if !strings.Contains(w.output(), `"msg":"worker stopped"`) {
 			t.Errorf("no \"worker stopped\" after Ctrl-C:\n%s", w.output())
 		}
@@ -332,6 +347,6 @@ func (b *background) stop() error {
 	case <-b.done:
 		return b.err
 	case <-time.After(60 * time.Second):
-		return fmt.Errorf("still running 60 s after SIGTERM")
+		return fmt.Errorf("still running 60 s after SIGINT")
 	}
 }

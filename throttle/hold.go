@@ -13,7 +13,8 @@ import (
 // got a 429 from a provider and want every other worker to wait too; it does
 // not change what Allow decides. A hold already longer than d stays as it is:
 // holds only ever grow. d is rounded up to a whole millisecond and capped at
-// MaxWindow; d <= 0 does nothing.
+// MaxWindow; d <= 0 does nothing. It needs Redis 7.0 or later (PEXPIRE GT);
+// on an older Redis the MULTI is refused and Hold returns its error.
 func (l *Limiter) Hold(ctx context.Context, key string, d time.Duration) error {
 	if l.err != nil {
 		return l.err

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
@@ -106,5 +108,50 @@ func TestMiddlewareProviderHold(t *testing.T) {
 	next := receive(t, rec.calls, "a task of another tenant")
 	if waited := next.At.Sub(c429.At); waited < hold-100*time.Millisecond {
 		t.Errorf("a task of another tenant ran %v after the 429, within its hold of %v", waited, hold)
+	}
+}
+
+// TestMiddlewareWaitsWithinTheDeadline: a task whose deadline is nearer
+// than its place in line does not wait in the worker, where asynq would
+// count the deadline as a failure and spend the retry budget: it goes back
+// through the retry set, its retry count untouched, and is sent later.
+func TestMiddlewareWaitsWithinTheDeadline(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	p, err := worker.ParsePolicies(t.Name(), []byte(`
+tasks:
+  sms:send:
+    - {name: slow, scope: tenant, limit: 1, window: 1500ms}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), worker.StaticPolicies(p),
+		&worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Del(t.Context(), redistest.Keys(t, rdb, prefix)...) })
+	rec := newRecorder(nil)
+	s := startServer(t, rdb, tr.Middleware(rec))
+	// The second task's place is 1.5 s after the first; its deadline is
+	// 1 s after it starts.
+	for range 2 {
+		s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(0), asynq.Timeout(time.Second)))
+	}
+	for range 2 {
+		if c := receive(t, rec.calls, "handler call"); c.Retried != 0 {
+			t.Errorf("task %s ran with Retried = %d, want 0", c.ID, c.Retried)
+		}
+	}
+	s.stop()
+	for _, f := range drain(s.failures) {
+		if !worker.IsThrottled(f.Err) {
+			t.Errorf("task %s failed: %v", f.ID, f.Err)
+		}
+	}
+	if archived := s.archived(t); len(archived) > 0 {
+		t.Errorf("%d tasks archived, the first with %q", len(archived), archived[0].LastErr)
 	}
 }

@@ -46,13 +46,33 @@ type Rule struct {
 	// Margin is added to the window of every check of the rule, so that the
 	// provider, which counts arrivals rather than admissions, never sees
 	// more than the limit in one window when sends take unequal times to
-	// reach it. It should cover the spread of that time; see DefaultMargin.
+	// reach it. It should cover the spread of that time. When the file sets
+	// none, it is DefaultMargin, cut to each policy's window (see MarginFor).
 	Margin time.Duration
+
+	// marginSet says whether the file set Margin (for the file or the
+	// rule), rather than it being the default.
+	marginSet bool
 }
 
-// DefaultMargin is the Margin of rules that set none, or a twentieth of
-// the rule's window when that is shorter; the file's top-level margin, or
-// the rule's own, replaces it. 50 ms costs a 1 s window 5% of its
+// MarginFor returns the margin added to the window of policy p, one of the
+// rule's: Margin when the file set one, else DefaultMargin or a twentieth
+// of p's window when that is shorter.
+func (r Rule) MarginFor(p throttle.Policy) time.Duration {
+	if r.marginSet {
+		return r.Margin
+	}
+	return defaultMargin(p.Window)
+}
+
+// defaultMargin is the margin of a window w when the file sets none.
+func defaultMargin(w time.Duration) time.Duration {
+	return max(0, min(DefaultMargin, w/20, throttle.MaxWindow-w))
+}
+
+// DefaultMargin is the margin of windows when the file sets none, or a
+// twentieth of the window when that is shorter (see Rule.MarginFor); the
+// file's top-level margin, or the rule's own, replaces it. 50 ms costs a 1 s window 5% of its
 // throughput. 20 ms was not enough between containers on one 2-core
 // machine (the compose check saw 11 arrivals in a 1 s window of 10); across
 // a network to a provider the spread is larger still.
@@ -92,7 +112,7 @@ func (p *Policies) For(taskType, tenant string) []Applied {
 				pol = o
 			}
 		}
-		pol.Window += r.Margin
+		pol.Window += r.MarginFor(pol)
 		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}}
 	}
 	return out
@@ -257,12 +277,13 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 		if r.Margin, err = parseMargin(*rf.Margin); err != nil {
 			return r, fmt.Errorf("margin: %v", err)
 		}
+		r.marginSet = true
 	} else if margin != nil {
-		r.Margin = *margin
+		r.Margin, r.marginSet = *margin, true
 	} else {
-		r.Margin = min(DefaultMargin, window/20, throttle.MaxWindow-window)
+		r.Margin = defaultMargin(window)
 	}
-	if err := checkMargin(r.Policy, r.Margin); err != nil {
+	if err := checkMargin(r.Policy, r.MarginFor(r.Policy)); err != nil {
 		return r, err
 	}
 	if len(rf.Tenants) > 0 && rf.Scope != ScopeTenant {
@@ -284,7 +305,7 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 		if err := pol.Validate(); err != nil {
 			return r, fmt.Errorf("tenants: %s: %v", tenant, err)
 		}
-		if err := checkMargin(pol, r.Margin); err != nil {
+		if err := checkMargin(pol, r.MarginFor(pol)); err != nil {
 			return r, fmt.Errorf("tenants: %s: %v", tenant, err)
 		}
 		if r.Tenants == nil {

@@ -22,7 +22,7 @@ const examplePolicies = "../examples/policies.yaml"
 
 // ignoreMargin leaves Rule.Margin out of comparisons: TestPoliciesMargin
 // covers it.
-var ignoreMargin = cmpopts.IgnoreFields(worker.Rule{}, "Margin")
+var ignoreMargin = cmp.Options{cmpopts.IgnoreFields(worker.Rule{}, "Margin"), cmpopts.IgnoreUnexported(worker.Rule{})}
 
 // TestLoadPoliciesExample loads the sample file of the README, rule by rule.
 func TestLoadPoliciesExample(t *testing.T) {
@@ -355,11 +355,11 @@ func TestPoliciesFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// widened is pol with the Margin of the rule named name of taskType.
+	// widened is pol with the margin of the rule named name of taskType.
 	widened := func(taskType, name string, pol throttle.Policy) throttle.Policy {
 		for _, r := range p.Rules(taskType) {
 			if r.Name == name {
-				pol.Window += r.Margin
+				pol.Window += r.MarginFor(pol)
 				return pol
 			}
 		}
@@ -421,7 +421,11 @@ func TestPoliciesMargin(t *testing.T) {
 		{"default margin", `
 tasks:
   sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, tenants: {fast: {window: 100ms}}}]
-`, map[string]time.Duration{"acme": time.Second + worker.DefaultMargin, "fast": 100*time.Millisecond + worker.DefaultMargin}, ""},
+`, map[string]time.Duration{"acme": time.Second + worker.DefaultMargin, "fast": 105 * time.Millisecond}, ""},
+		{"the default margin follows each override's window", `
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: 1, window: 1h, tenants: {fast: {window: 100ms}, faster: {window: 40ms}}}]
+`, map[string]time.Duration{"acme": time.Hour + worker.DefaultMargin, "fast": 105 * time.Millisecond, "faster": 42 * time.Millisecond}, ""},
 		{"default margin of a short window", `
 tasks:
   sms:send: [{name: a, scope: tenant, limit: 1, window: 100ms}]

@@ -176,7 +176,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: start: %w", err)
 	}
 	<-ctx.Done()
-	s.throttle.stop()
+	s.throttle.Stop()
 	s.srv.Shutdown()
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -151,9 +152,10 @@ type ThrottleConfig struct {
 	Logger *slog.Logger
 }
 
-// maxHolds is how many times one run of a task may be held in the worker
-// before it goes back through the retry set: a held task can lose its place
-// to a newcomer and be placed again.
+// maxHolds is how many times one run of a task may wait in the worker
+// (for a provider hold or its place in line) before it goes back through
+// the retry set: a waiting task can lose its place to a newcomer and be
+// placed again. A run waits at most maxHolds × MaxHold in all.
 const maxHolds = 3
 
 // holdRefresh is how long a worker trusts what it read of a provider hold.
@@ -223,9 +225,11 @@ func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleC
 	return t, nil
 }
 
-// stop ends every hold in progress: held tasks go back through the retry
-// set at once, so that a shutting-down worker does not wait for them.
-func (t *Throttle) stop() { t.stopOnce.Do(func() { close(t.stopping) }) }
+// Stop ends every wait in progress and every later one: waiting tasks go
+// back through the retry set at once, keeping their place in line, so that
+// a worker shutting down does not wait for them. Call it before
+// asynq.Server.Shutdown (Server.Run does). Safe to call more than once.
+func (t *Throttle) Stop() { t.stopOnce.Do(func() { close(t.stopping) }) }
 
 // Middleware wraps next: for each task it resolves the rules of the task's
 // type and tenant, checks them all in one atomic limiter call, and runs next
@@ -281,7 +285,7 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 func runHandler(ctx context.Context, next asynq.Handler, task *asynq.Task) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic in the %s handler: %v", task.Type(), r)
+			err = fmt.Errorf("panic in the %s handler: %v\n%s", task.Type(), r, debug.Stack())
 		}
 	}()
 	return next.ProcessTask(ctx, task)
@@ -295,41 +299,44 @@ func (t *Throttle) holdKey(taskType, tenant string) string {
 	return "provider/" + taskType
 }
 
-// waitProviderHold returns nil when no provider hold is on key, after
-// waiting in the worker for a hold within MaxHold; else a ThrottledError
-// for when the hold ends. A hold that cannot be read counts as none: the
-// limiter's own failure mode then decides.
-func (t *Throttle) waitProviderHold(ctx context.Context, key string) error {
-	left, err := t.holds.left(ctx, key)
-	if err != nil {
-		t.logger.Debug("could not read the provider hold", "key", key, "err", err)
-		return nil
-	}
-	if left <= 0 || t.wait(ctx, left) {
-		return nil
-	}
-	return &ThrottledError{RetryAfter: left, By: "provider hold"}
-}
-
 // admit waits out a provider hold on holdKey, then asks the limiter for the
 // applied rules (none: the task is not throttled); nil means run the task.
-// The hold is checked again before each question, as a hold can begin while
-// a task waits for its place.
+// The hold is read again before each question, as a hold can begin while a
+// task waits for its place. All waits of one run together are at most
+// maxHolds, each within MaxHold and within half the time left before the
+// task's deadline: asynq counts a deadline that passes as a failure, which
+// would spend the retry budget.
 func (t *Throttle) admit(ctx context.Context, holdKey string, applied []Applied) error {
 	checks := make([]throttle.Check, len(applied))
 	for i, a := range applied {
 		checks[i] = a.Check
 	}
 	id, _ := asynq.GetTaskID(ctx)
-	for held := 0; ; held++ {
-		if err := t.waitProviderHold(ctx, holdKey); err != nil {
-			return err
+	for waits := 0; ; waits++ {
+		if err := ctx.Err(); err != nil {
+			return &ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
+		}
+		left, err := t.holds.left(ctx, holdKey)
+		if err != nil {
+			// A hold that cannot be read counts as none: the limiter's own
+			// failure mode then decides.
+			t.logger.Debug("could not read the provider hold", "key", holdKey, "err", err)
+		}
+		if left > 0 {
+			if waits < maxHolds && t.wait(ctx, left) {
+				continue
+			}
+			return &ThrottledError{RetryAfter: left, By: "provider hold"}
 		}
 		if len(checks) == 0 {
 			return nil
 		}
 		md, err := t.limiter.AllowInLine(ctx, id, checks)
 		switch {
+		case err != nil && ctx.Err() != nil:
+			// Not the limiter's fault: never run a task without a decision
+			// because its own context ended (asynq may have requeued it).
+			return &ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
 		case err != nil && t.mode == FailOpen:
 			t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)", "task", id, "err", err)
 			return nil
@@ -338,22 +345,28 @@ func (t *Throttle) admit(ctx context.Context, holdKey string, applied []Applied)
 		case md.Allowed:
 			return nil
 		}
-		if held < maxHolds && t.wait(ctx, md.RetryAfter) {
+		start := time.Now()
+		if waits < maxHolds && t.wait(ctx, md.RetryAfter) {
 			continue
 		}
-		back := md.RetryAfter
+		// Not waited for, or the wait was cut short: back through the retry
+		// set, shortly before the place.
+		back := md.RetryAfter - time.Since(start)
 		if back > t.maxHold {
 			back -= t.lead
 		}
-		return &ThrottledError{RetryAfter: back, By: "rule " + applied[md.Denied].Rule}
+		return &ThrottledError{RetryAfter: max(back, 0), By: "rule " + applied[md.Denied].Rule}
 	}
 }
 
-// wait waits d in the worker when d is within MaxHold, and reports whether
-// it did; false when d is too long or the wait was cut short by ctx or by
-// the server stopping.
+// wait waits d in the worker when d is within MaxHold and within half the
+// time left before ctx's deadline, and reports whether it did; false when
+// d is too long or the wait was cut short by ctx or by Stop.
 func (t *Throttle) wait(ctx context.Context, d time.Duration) bool {
 	if t.maxHold < 0 || d > t.maxHold {
+		return false
+	}
+	if deadline, ok := ctx.Deadline(); ok && d > time.Until(deadline)/2 {
 		return false
 	}
 	timer := time.NewTimer(d)

@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string) int {
 	fetchInterval := fs.Duration("fetch-interval", 100*time.Millisecond, "how often an idle worker looks for tasks in its empty queues")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long running tasks may finish at shutdown")
 	failOpen := fs.Bool("fail-open", false, "run tasks without a decision when Redis cannot decide (default: they wait)")
-	maxHold := fs.Duration("max-hold", 2*time.Second, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never)")
+	maxHold := fs.Duration("max-hold", 2*time.Second, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never; 0: the default)")
 	providerHold := fs.String("provider-hold", "account", "whose sends a provider's 429 holds back in every worker: account (all tenants) or tenant")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	demoRun := fs.Bool("demo", false, "run the demo (see above); of the other flags it uses only --redis, --policies, --demo-tasks and --log-level")
@@ -121,6 +121,19 @@ func run(ctx context.Context, args []string) int {
 	}
 	if *demoRun {
 		return runDemo(ctx, *redisURL, *policiesPath, *demoTasks, level)
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"check-interval", *checkInterval}, {"fetch-interval", *fetchInterval}, {"shutdown-timeout", *shutdownTimeout}} {
+		if d.value <= 0 {
+			fmt.Fprintf(os.Stderr, "worker: --%s %v: must be more than 0\n", d.name, d.value)
+			return 2
+		}
+	}
+	if *concurrency < 1 {
+		fmt.Fprintf(os.Stderr, "worker: --concurrency %d: must be at least 1\n", *concurrency)
+		return 2
 	}
 	var holdScope worker.HoldScope
 	switch *providerHold {
@@ -229,7 +242,7 @@ func run(ctx context.Context, args []string) int {
 	logger.Info("worker started", "enforces", policies.Current().Summary(),
 		"unthrottled", "task types without rules run unthrottled",
 		"sms", providerName(*smsWebhook, *smsLog), "email", emailProviderName(smtpProvider, *emailLog),
-		"concurrency", *concurrency, "queues", *queues)
+		"concurrency", *concurrency, "queues", *queues, "max_hold", *maxHold, "provider_hold", *providerHold)
 	if err := srv.Run(ctx); err != nil {
 		return fail(err)
 	}
@@ -260,7 +273,7 @@ func runDemo(ctx context.Context, redisURL, policiesPath string, tasks int, leve
 	if err == nil {
 		return 0
 	}
-	if err != demo.ErrFailed && err != demo.ErrInterrupted { // else the last line said why
+	if !errors.Is(err, demo.ErrFailed) && !errors.Is(err, demo.ErrInterrupted) { // else the last line said why
 		fmt.Fprintln(os.Stderr, "worker:", err)
 	}
 	if errors.Is(err, demo.ErrInterrupted) {

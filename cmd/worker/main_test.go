@@ -139,6 +139,8 @@ func TestStartupErrors(t *testing.T) {
 		{"policies file is a directory", []string{"--redis", unreachable, "--policies", dir}, 1, "worker: policies: read " + dir + ": is a directory\n"},
 		{"policies not YAML", []string{"--redis", unreachable, "--policies", badYAML}, 1, "worker: " + badYAML + ": "},
 		{"bad queues", []string{"--redis", unreachable, "--policies", policies, "--queues", "a=x"}, 2, "worker: "},
+		{"zero check interval", []string{"--check-interval", "0s"}, 2, "worker: --check-interval 0s: must be more than 0\n"},
+		{"no concurrency", []string{"--concurrency", "0"}, 2, "worker: --concurrency 0: must be at least 1\n"},
 		{"bad provider hold", []string{"--provider-hold", "everyone"}, 2, `worker: --provider-hold "everyone": use account or tenant` + "\n"},
 		{"two SMS providers", []string{"--sms-log", "--sms-webhook", "http://127.0.0.1:1"}, 2, "worker: --sms-webhook and --sms-log both choose the SMS provider; give one\n"},
 		{"no Redis", []string{"--policies", policies}, 1, "worker: no Redis: set --redis or REDIS_URL\n"},
