@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/bench"
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisproc"
 )
 
 const synopsis = `
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 	if cfg.RedisURL == "" {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		srv, err := bench.StartServer(sctx, *redisServer)
+		srv, err := redisproc.Start(sctx, *redisServer)
 		cancel()
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err, "(or give --redis)")

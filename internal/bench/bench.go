@@ -44,7 +44,7 @@ type Config struct {
 	RedisURL string
 
 	// OwnRedis records, for the report, that the Redis was started for this
-	// run (by StartServer) rather than given.
+	// run (by redisproc.Start) rather than given.
 	OwnRedis bool
 
 	// Duration is how long each measurement counts calls, after its warm-up;

@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
 	"math"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -238,46 +235,5 @@ func TestParseCPU(t *testing.T) {
 		"used_cpu_user_children:9.000000\r\nused_cpu_sys_main_thread:1.400000\r\n"
 	if got, want := parseCPU(info), 3.75e6; math.Abs(got-want) > 1e-3 {
 		t.Errorf("parseCPU = %v µs, want %v: the process's own, not its children's or a thread's", got, want)
-	}
-}
-
-// TestStartServer starts a redis-server of the harness's own and stops it.
-func TestStartServer(t *testing.T) {
-	t.Parallel()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server on PATH")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	srv, err := StartServer(ctx, "redis-server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
-	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("ping %s: %v", srv.URL(), err)
-	}
-	if err := srv.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-srv.exited:
-	default:
-		t.Errorf("redis-server on %s still runs after Close", srv.Addr)
-	}
-	if c, err := net.DialTimeout("tcp", srv.Addr, time.Second); err == nil {
-		c.Close()
-		t.Errorf("%s still accepts connections after Close", srv.Addr)
-	}
-	if _, err := os.Stat(srv.dir); !os.IsNotExist(err) {
-		t.Errorf("directory %s left behind: %v", srv.dir, err)
-	}
-}
-
-func TestStartServerMissingBinary(t *testing.T) {
-	t.Parallel()
-	if _, err := StartServer(t.Context(), "no-such-redis-server"); err == nil {
-		t.Error("StartServer with a missing binary: no error")
 	}
 }

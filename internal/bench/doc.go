@@ -30,6 +30,6 @@
 //
 // Measuring needs a Redis of its own or one it may write to: every key it
 // writes starts with a fresh prefix, or holds it (asynq's queue keys), and
-// is deleted at the end. StartServer
+// is deleted at the end. redisproc.Start
 // runs a redis-server process on loopback for the purpose.
 package bench

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redisproc"
 )
 
 // ClusterMasters is the number of masters of the cluster that Cluster starts.
@@ -141,79 +142,16 @@ func startCluster() ([]string, error) {
 // startNode starts one redis-server on a free loopback port, a cluster
 // node when cluster is set, and waits until it answers; Main stops it.
 func startNode(ctx context.Context, bin string, cluster bool) (string, error) {
-	dir, err := os.MkdirTemp("", "sluice-cluster-")
+	var extra []string
+	if cluster {
+		extra = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}
+	}
+	srv, err := redisproc.Start(ctx, bin, extra...)
 	if err != nil {
 		return "", err
 	}
-	started := false
-	defer func() {
-		if !started {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	// A free port can be taken by someone else before redis-server binds it:
-	// try a few.
-	var lastErr error
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			return "", err
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--dir", dir, "--save", "", "--appendonly", "no",
-			"--logfile", filepath.Join(dir, fmt.Sprintf("redis-%d.log", port))}
-		if cluster {
-			args = append(args, "--cluster-enabled", "yes",
-				"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)))
-		}
-		cmd := exec.Command(bin, args...)
-		if err := cmd.Start(); err != nil {
-			return "", fmt.Errorf("start %s: %w", bin, err)
-		}
-		// exited is closed once the process has exited, with its error in
-		// werr; closing rather than sending lets every select below see it.
-		exited := make(chan struct{})
-		var werr error
-		go func() { werr = cmd.Wait(); close(exited) }()
-		stop := func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		err = waitFor(ctx, func() bool {
-			select {
-			case <-exited:
-				return true
-			default:
-			}
-			return c.Ping(ctx).Err() == nil
-		})
-		_ = c.Close()
-		select {
-		case <-exited:
-			lastErr = fmt.Errorf("redis-server on %s exited: %v", addr, werr)
-			continue
-		default:
-		}
-		if err != nil {
-			stop()
-			return "", fmt.Errorf("redis-server on %s never answered: %w", addr, err)
-		}
-		started = true
-		atExit(func() { stop(); _ = os.RemoveAll(dir) })
-		return addr, nil
-	}
-	return "", lastErr
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	atExit(func() { _ = srv.Close() })
+	return srv.Addr, nil
 }
 
 // waitFor polls cond every 20 ms until it holds or ctx ends.

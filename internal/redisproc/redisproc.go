@@ -1,4 +1,6 @@
-package bench
+// Package redisproc starts redis-server processes on loopback: for the
+// benchmark harness, and for the tests' own Redis and Cluster nodes.
+package redisproc
 
 import (
 	"context"
@@ -14,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Server is a redis-server process of the harness's own on loopback, with
-// nothing saved to disk. Close stops it.
+// Server is a redis-server process on loopback, in a directory of its own,
+// with nothing saved to disk. Close stops it.
 type Server struct {
 	// Addr is the server's host:port.
 	Addr string
@@ -25,22 +27,24 @@ type Server struct {
 	exited chan struct{} // closed once the process has exited
 }
 
-// StartServer starts the redis-server binary bin (a name on PATH or a path)
-// on a free loopback port and waits until it answers or ctx ends.
-func StartServer(ctx context.Context, bin string) (*Server, error) {
+// Start starts the redis-server binary bin (a name on PATH or a path) on a
+// free loopback port, with the extra arguments given (such as
+// "--cluster-enabled", "yes"; relative paths are in the server's
+// directory), and waits until it answers or ctx ends.
+func Start(ctx context.Context, bin string, extra ...string) (*Server, error) {
 	path, err := exec.LookPath(bin)
 	if err != nil {
-		return nil, fmt.Errorf("bench: start Redis: %w", err)
+		return nil, fmt.Errorf("start Redis: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "sluice-bench-")
+	dir, err := os.MkdirTemp("", "sluice-redis-")
 	if err != nil {
-		return nil, fmt.Errorf("bench: start Redis: %w", err)
+		return nil, fmt.Errorf("start Redis: %w", err)
 	}
 	// A free port can be taken by someone else before redis-server binds
 	// it: try a few.
 	var lastErr error
 	for range 5 {
-		s, err := startOn(ctx, path, dir)
+		s, err := startOn(ctx, path, dir, extra)
 		if err == nil {
 			return s, nil
 		}
@@ -50,10 +54,10 @@ func StartServer(ctx context.Context, bin string) (*Server, error) {
 		}
 	}
 	_ = os.RemoveAll(dir)
-	return nil, fmt.Errorf("bench: start Redis: %w", lastErr)
+	return nil, fmt.Errorf("start Redis: %w", lastErr)
 }
 
-func startOn(ctx context.Context, path, dir string) (*Server, error) {
+func startOn(ctx context.Context, path, dir string, extra []string) (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -62,9 +66,10 @@ func startOn(ctx context.Context, path, dir string) (*Server, error) {
 	_ = l.Close()
 
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{})}
-	s.cmd = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--dir", dir, "--save", "", "--appendonly", "no",
-		"--logfile", filepath.Join(dir, "redis.log"))
+		"--logfile", filepath.Join(dir, "redis.log")}, extra...)
+	s.cmd = exec.Command(path, args...)
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
