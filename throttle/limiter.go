@@ -18,6 +18,7 @@ type Limiter struct {
 	prefix    string
 	group     func(key string) string
 	lineGrace time.Duration
+	batch     *batcher // nil: one script call per decision
 	err       error // set by a bad configuration; returned by every call
 }
 

@@ -139,7 +139,7 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost)
 	}
 
-	reply, err := lua.Allow.Run(ctx, l.rdb, keys, args...).Int64Slice()
+	reply, err := l.eval(ctx, keys, args)
 	if err != nil {
 		return fail(err)
 	}
@@ -147,6 +147,15 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 		return fail(fmt.Errorf("decision script replied %d values for %d keys", len(reply), n))
 	}
 	return readReply(reply, checks), nil
+}
+
+// eval runs the decision script, through the batcher when the Limiter has
+// one (WithBatching).
+func (l *Limiter) eval(ctx context.Context, keys []string, args []any) ([]int64, error) {
+	if l.batch != nil {
+		return l.batch.eval(ctx, keys, args)
+	}
+	return lua.Allow.Run(ctx, l.rdb, keys, args...).Int64Slice()
 }
 
 // readReply turns the script's reply into decisions; see lua/allow.lua.
