@@ -19,7 +19,7 @@ type Limiter struct {
 	group     func(key string) string
 	lineGrace time.Duration
 	batch     *batcher // nil: one script call per decision
-	err       error // set by a bad configuration; returned by every call
+	err       error    // set by a bad configuration; returned by every call
 }
 
 // Option configures a Limiter. The last of two options that set the same
