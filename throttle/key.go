@@ -43,7 +43,6 @@ func encodeKeyPart(s string) string {
 type redisKeys struct {
 	group  string // the encoded group, the hash tag
 	window string // <prefix>{<group>}:<body>, the sliding-window log
-	line   string // <prefix>{<group>}line:<body>, the line of AllowInLine
 	hold   string // <prefix>{<group>}hold:<body>, the hold of Hold
 }
 
@@ -59,7 +58,7 @@ func (l *Limiter) redisKey(key string) (redisKeys, error) {
 	}
 	group := encodeKeyPart(g)
 	tag, body := l.prefix+"{"+group+"}", encodeKeyPart(key)
-	return redisKeys{group: group, window: tag + ":" + body, line: tag + "line:" + body, hold: tag + "hold:" + body}, nil
+	return redisKeys{group: group, window: tag + ":" + body, hold: tag + "hold:" + body}, nil
 }
 
 // RedisKey returns the Redis key that holds key's window, for inspection with

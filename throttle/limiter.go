@@ -14,12 +14,12 @@ import (
 // processes agree as long as they share the Redis, the prefix and the group
 // function. It is safe for concurrent use.
 type Limiter struct {
-	rdb       redis.UniversalClient
-	prefix    string
-	group     func(key string) string
-	lineGrace time.Duration
-	batch     *batcher // nil: one script call per decision
-	err       error    // set by a bad configuration; returned by every call
+	rdb           redis.UniversalClient
+	prefix        string
+	group         func(key string) string
+	lineTolerance time.Duration
+	batch         *batcher // nil: one script call per decision
+	err           error    // set by a bad configuration; returned by every call
 }
 
 // Option configures a Limiter. The last of two options that set the same
@@ -64,22 +64,23 @@ func WithGroup(group func(key string) string) Option {
 	})
 }
 
-// DefaultLineGrace is how long a place in line outlives its time unless
-// WithLineGrace says otherwise.
-const DefaultLineGrace = time.Minute
+// DefaultLineTolerance is how late a caller in line may come back and still
+// be admitted as of its place, unless WithLineTolerance says otherwise.
+const DefaultLineTolerance = 10 * time.Millisecond
 
-// WithLineGrace sets how long a place in an AllowInLine line is kept after
-// its time has come, for a caller that comes back late; a place whose caller
-// never comes back (a deleted task) is dropped after it. Callers normally
-// leave the line themselves, by being admitted or denied again. The default
-// is DefaultLineGrace; d must be positive.
-func WithLineGrace(d time.Duration) Option {
+// WithLineTolerance sets how late after its place an AllowInLine caller may
+// come back and still be admitted as of its place, rather than placed again
+// behind everyone. Its admission is recorded at its place, so a send can
+// follow the one before it by up to d less than the policy says: keep d well
+// below the margin that the windows are widened by (worker.DefaultMargin,
+// 50 ms). The default is DefaultLineTolerance; d may be 0, not negative.
+func WithLineTolerance(d time.Duration) Option {
 	return optionFunc(func(l *Limiter) {
-		if d <= 0 {
-			l.err = fmt.Errorf("throttle: %w: line grace %v is not positive", ErrInvalidConfig, d)
+		if d < 0 {
+			l.err = fmt.Errorf("throttle: %w: line tolerance %v is negative", ErrInvalidConfig, d)
 			return
 		}
-		l.lineGrace = d
+		l.lineTolerance = d
 	})
 }
 
@@ -89,10 +90,10 @@ func WithLineGrace(d time.Duration) Option {
 // of the Limiter returns an error wrapping ErrInvalidConfig.
 func NewLimiter(rdb redis.UniversalClient, opts ...Option) *Limiter {
 	l := &Limiter{
-		rdb:       rdb,
-		prefix:    DefaultPrefix,
-		group:     func(string) string { return DefaultGroup },
-		lineGrace: DefaultLineGrace,
+		rdb:           rdb,
+		prefix:        DefaultPrefix,
+		group:         func(string) string { return DefaultGroup },
+		lineTolerance: DefaultLineTolerance,
 	}
 	if rdb == nil {
 		l.err = fmt.Errorf("throttle: %w: nil Redis client", ErrInvalidConfig)
@@ -126,8 +127,8 @@ func (l *Limiter) Peek(ctx context.Context, key string, p Policy) (Decision, err
 	return md.Decision, err
 }
 
-// Reset empties key's window, whatever its policy, and lifts its line and
-// its hold.
+// Reset empties key's window, whatever its policy (places in line
+// included), and lifts its hold.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.err != nil {
 		return l.err
@@ -136,7 +137,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
 	}
-	if err := l.rdb.Del(ctx, rk.window, rk.line, rk.hold).Err(); err != nil {
+	if err := l.rdb.Del(ctx, rk.window, rk.hold).Err(); err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
 	}
 	return nil

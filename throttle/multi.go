@@ -33,19 +33,26 @@ type MultiDecision struct {
 	// the check with the least Remaining when allowed.
 	Decision
 
-	// Denied is the index of the check that denied with the largest
-	// RetryAfter, or -1 when the request was allowed. With AllowInLine it is
-	// the check whose line the caller joined.
+	// Denied is the index of the check that set the request's time (the
+	// latest of all), or -1 when the request was allowed.
 	Denied int
 
+	// Early reports, from AllowInLine, a caller that came back before its
+	// place: it keeps the place, RetryAfter is the time left until it, and
+	// nothing changed in Redis. It is not a new denial.
+	Early bool
+
 	// Checks holds each check's own decision, in the order given. When the
-	// request is denied nothing was recorded, so a check may report Allowed
-	// (it alone would have admitted) with its Count unchanged.
+	// request is denied nothing was admitted, so a check may report Allowed
+	// (it alone would have admitted) with its Count unchanged but for a
+	// place reserved by AllowInLine.
 	Checks []Decision
 }
 
 // AllowMulti decides whether a request fits every check at once, and records
-// it in every window only if so: all or nothing, in one atomic script. This is
+// it in every window only if so: all or nothing, in one atomic script. When
+// denied, RetryAfter is the earliest time at which it fits every check at
+// once if nothing else is admitted, counting the places others hold in line. This is
 // how a task is held to its tenant's quota, its provider's account-wide limit
 // and a daily cap together, or a key to a burst and a sustained limit (give
 // each its own key: see "One window per key" in the package documentation).
@@ -59,16 +66,23 @@ func (l *Limiter) AllowMulti(ctx context.Context, checks []Check) (MultiDecision
 // AllowInLine is AllowMulti for callers that come back when told, such as
 // queued tasks; id names the caller across its returns (a task ID is right).
 //
-// A denied caller takes a place in line at the check that binds, and its
-// RetryAfter is the time of that place: the k-th caller in line is sent back
-// to when the k-th slot frees, one slot after another, instead of all to the
-// exit of the oldest entry, where all but one would be denied again. A
-// caller holds one place: back before its time, it keeps it; denied after its
-// time came (another took the slot), it is placed again behind only those
-// ahead of it; admitted, it leaves the line. With an empty line RetryAfter is the exact one of
-// AllowMulti. Per-check decisions in Checks keep their exact RetryAfter.
-// The place is advice: nothing is reserved, and an earlier caller may still
-// take a freed slot first.
+// A denied caller takes a place: the earliest time at which it fits every
+// check, counting the places already given, is reserved for it in every
+// sliding-log window (it counts there from then on, as an admission would),
+// and RetryAfter is the time until it. So the k-th caller of a backlog is
+// sent back to the k-th free slot, one slot after another, instead of all to
+// the exit of the oldest entry, where all but one would be denied again; and
+// a place, once given, is kept: no later caller can take its slot, in any of
+// the checks.
+//
+// Back before its place, the caller is told the time left (Early) and
+// nothing changes. Back at its place, or up to the line tolerance after it
+// (see WithLineTolerance), it is admitted as of its place. Later than that,
+// its place is dropped and it is placed again, as a new caller. A place
+// whose caller never comes back (a deleted task) takes its slot anyway.
+// Checks of the counter algorithms (see Algorithm) reserve nothing: their
+// retry time is advice. Per-check decisions in Checks hold each check's own
+// RetryAfter.
 func (l *Limiter) AllowInLine(ctx context.Context, id string, checks []Check) (MultiDecision, error) {
 	if id == "" {
 		return MultiDecision{}, fmt.Errorf("throttle: allow in line %s: %w: the caller id is empty", describe(checks), ErrInvalidKey)
@@ -97,11 +111,11 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 	}
 
 	n := len(checks)
-	keys := make([]string, n, 2*n)
-	args := make([]any, 3, 3+3*n)
+	keys := make([]string, n)
+	args := make([]any, 3, 3+4*n)
 	args[0], args[1], args[2] = mode, id, 0
 	if mode == modeLine {
-		args[2] = l.lineGrace.Microseconds()
+		args[2] = l.lineTolerance.Microseconds()
 	}
 	// failCheck names the check at fault when the call has several; the
 	// message of a single-check call already names its key.
@@ -133,17 +147,14 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 			return fail(fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, quoteKey(c.Key)))
 		}
 		keys[i] = rk.window
-		if mode == modeLine {
-			keys = append(keys, rk.line)
-		}
-		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost)
+		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, "sliding-log")
 	}
 
 	reply, err := l.eval(ctx, keys, args)
 	if err != nil {
 		return fail(err)
 	}
-	if len(reply) != 3+4*n {
+	if len(reply) != 4+4*n {
 		return fail(fmt.Errorf("decision script replied %d values for %d keys", len(reply), n))
 	}
 	return readReply(reply, checks), nil
@@ -193,12 +204,19 @@ func readReply(reply []int64, checks []Check) MultiDecision {
 	for _, d := range md.Checks {
 		md.Remaining = min(md.Remaining, d.Remaining)
 	}
-	if line := int(reply[4*len(checks)+2]); line > 0 {
-		// Denied in line mode: come back at the place in line.
-		md.Denied = line - 1
+	n := len(checks)
+	if by := int(reply[4*n+2]); by > 0 {
+		// Denied: come back at the request's time, which fits every check
+		// (in line mode, the place reserved there).
+		md.Denied = by - 1
 		md.Limit = md.Checks[md.Denied].Limit
 		md.Count = md.Checks[md.Denied].Count
-		md.RetryAfter = time.Duration(reply[4*len(checks)+1]) * time.Microsecond
+		md.RetryAfter = time.Duration(reply[4*n+1]) * time.Microsecond
+	}
+	if reply[4*n+3] == 1 {
+		// Back before its place: the time left until it.
+		md.Early = true
+		md.RetryAfter = time.Duration(reply[4*n+1]) * time.Microsecond
 	}
 	return md
 }

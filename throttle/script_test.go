@@ -36,15 +36,16 @@ func fixedClock(t *testing.T, now int64) *redis.Script {
 	return redis.NewScript(fixed)
 }
 
-// check is one check of a raw script call: its ARGV triple.
+// check is one check of a raw script call: its ARGV of a sliding-log check.
 type check struct{ limit, window, cost int64 }
 
 // reply is allow.lua's reply, read by its header.
 type reply struct {
 	allowed bool
 	checks  []checkReply
-	wait    int64 // line mode: microseconds until the place in line
-	line    int   // line mode: the check whose line was joined, 1-based
+	wait    int64 // denied: microseconds until the request's time (its place)
+	line    int   // denied: the check that set that time, 1-based
+	early   bool  // line mode: back before its place
 }
 
 type checkReply struct {
@@ -53,24 +54,23 @@ type checkReply struct {
 	Retry, ResetAfter int64 // microseconds
 }
 
-// runAt runs allow.lua with its clock at now over keys (the windows, then in
-// line mode the lines) in the given mode, with caller id and grace for line
-// mode.
-func runAt(t *testing.T, rdb redis.UniversalClient, now int64, keys []string, mode, id string, grace int64, checks ...check) reply {
+// runAt runs allow.lua with its clock at now over keys (the windows) in the
+// given mode, with caller id and tolerance for line mode.
+func runAt(t *testing.T, rdb redis.UniversalClient, now int64, keys []string, mode, id string, tolerance int64, checks ...check) reply {
 	t.Helper()
-	args := []any{mode, id, grace}
+	args := []any{mode, id, tolerance}
 	for _, c := range checks {
-		args = append(args, c.limit, c.window, c.cost)
+		args = append(args, c.limit, c.window, c.cost, "sliding-log")
 	}
 	raw, err := fixedClock(t, now).Run(context.Background(), rdb, keys, args...).Int64Slice()
 	if err != nil {
 		t.Fatalf("allow.lua %v %v: %v", keys, args, err)
 	}
 	n := len(checks)
-	if len(raw) != 3+4*n {
+	if len(raw) != 4+4*n {
 		t.Fatalf("allow.lua replied %d values for %d checks", len(raw), n)
 	}
-	r := reply{allowed: raw[0] == 1, wait: raw[4*n+1], line: int(raw[4*n+2])}
+	r := reply{allowed: raw[0] == 1, wait: raw[4*n+1], line: int(raw[4*n+2]), early: raw[4*n+3] == 1}
 	for i := range n {
 		c := raw[1+4*i:]
 		r.checks = append(r.checks, checkReply{c[0] == 1, c[1], c[2], c[3]})
@@ -291,120 +291,4 @@ func TestScriptExpiry(t *testing.T) {
 			})
 		}
 	})
-}
-
-// TestScriptLinePlace: in line mode a denied caller's place is computed from
-// the window's entries and the callers ahead of it, to the microsecond.
-// Window of check 1: limit 5, 10 s, entries s0..s4 9 to 5 s old.
-func TestScriptLinePlace(t *testing.T) {
-	t.Parallel()
-	const w, grace = 10_000_000, 60_000_000
-	cases := []struct {
-		name  string
-		limit int64
-		cost  int64
-		line  func(now int64) map[string]int64 // the line before the call
-		want  func(s []int64, now int64) int64 // the place, absolute
-	}{
-		{"empty line: the exact retry", 5, 1, nil,
-			func(s []int64, _ int64) int64 { return s[0] + w }},
-		{"behind 3", 5, 1, ahead(3),
-			func(s []int64, _ int64) int64 { return s[3] + w }},
-		{"behind 7: a slot freed by a unit not yet admitted", 5, 1, ahead(7),
-			func(s []int64, _ int64) int64 { return s[2] + 2*w }},
-		{"behind 10: two windows on", 5, 1, ahead(10),
-			func(s []int64, _ int64) int64 { return s[0] + 3*w }},
-		{"cost 2 behind 4", 5, 2, ahead(4),
-			func(s []int64, _ int64) int64 { return s[0] + 2*w }},
-		{"lowered limit behind 1", 3, 1, ahead(1),
-			func(s []int64, _ int64) int64 { return s[3] + w }},
-		{"back before its place keeps it", 5, 1,
-			func(now int64) map[string]int64 {
-				return map[string]int64{"p0": now + 5, "me": now + 777, "p1": now + 900}
-			},
-			func(_ []int64, now int64) int64 { return now + 777 }},
-		{"back after its place came: behind only those ahead", 5, 1,
-			func(now int64) map[string]int64 {
-				return map[string]int64{"p0": now - 300, "p1": now - 200, "me": now - 100, "p2": now + 5000}
-			},
-			func(s []int64, _ int64) int64 { return s[2] + w }},
-		{"back exactly at its place: placed again", 5, 1,
-			func(now int64) map[string]int64 { return map[string]int64{"p0": now - 1, "me": now, "p1": now + 5000} },
-			func(s []int64, _ int64) int64 { return s[1] + w }},
-		{"a place one grace old is dropped, one a microsecond younger is kept", 5, 1,
-			func(now int64) map[string]int64 { return map[string]int64{"old": now - grace, "kept": now - grace + 1} },
-			func(s []int64, _ int64) int64 { return s[1] + w }},
-	}
-	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
-		ctx := context.Background()
-		now := redisNow(t, rdb)
-		var s []int64
-		for i := range int64(5) {
-			s = append(s, now-9_000_000+i*1_000_003)
-		}
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				window, line := rawKey(prefix, tc.name), rawKey(prefix, "line:"+tc.name)
-				seed(t, rdb, window, s...)
-				if tc.line != nil {
-					for id, at := range tc.line(now) {
-						rdb.ZAdd(ctx, line, redis.Z{Score: float64(at), Member: id})
-					}
-				}
-				r := runAt(t, rdb, now, []string{window, line}, "2", "me", grace, check{tc.limit, w, tc.cost})
-				at := tc.want(s, now)
-				if r.allowed || r.line != 1 || r.wait != at-now {
-					t.Errorf("reply: allowed %v, line %d, wait %d µs; want denied, line 1, wait %d µs", r.allowed, r.line, r.wait, at-now)
-				}
-				if got := rdb.ZScore(ctx, line, "me").Val(); int64(got) != at {
-					t.Errorf("place in line = %d, want %d (%+d µs)", int64(got), at, int64(got)-at)
-				}
-			})
-		}
-
-		// Two checks deny: the caller joins the line of the later one, and
-		// leaves the other's; the line's TTL is just past its place plus the
-		// grace.
-		var window1, window2, line1, line2 string
-		var now2 int64
-		setup := func(attempt int) string {
-			tag := fmt.Sprint("two-", attempt)
-			window1, window2 = rawKey(prefix, tag+":w1"), rawKey(prefix, tag+":w2")
-			line1, line2 = rawKey(prefix, tag+":l1"), rawKey(prefix, tag+":l2")
-			now2 = redisNow(t, rdb)
-			seed(t, rdb, window1, now2-9_000_000, now2-8_000_000)
-			seed(t, rdb, window2, now2-1_000_001)
-			rdb.ZAdd(ctx, line1, redis.Z{Score: float64(now2 + 700), Member: "me"})
-			return line2
-		}
-		var r reply
-		ttl := pexpireOf(t, rdb, setup, func(string) {
-			r = runAt(t, rdb, now2, []string{window1, window2, line1, line2}, "2", "me", grace,
-				check{2, w, 1}, check{1, 60_000_000, 1})
-		})
-		at := now2 - 1_000_001 + 60_000_000
-		if r.allowed || r.line != 2 || r.wait != at-now2 {
-			t.Errorf("two checks: allowed %v, line %d, wait %d µs; want denied, line 2, wait %d µs", r.allowed, r.line, r.wait, at-now2)
-		}
-		if got := rdb.ZRangeWithScores(ctx, line2, 0, -1).Val(); len(got) != 1 || got[0].Member != "me" || int64(got[0].Score) != at {
-			t.Errorf("line of check 2 = %v, want me at %d", got, at)
-		}
-		if n := rdb.Exists(ctx, line1).Val(); n != 0 {
-			t.Errorf("the caller kept its place in the line of check 1")
-		}
-		if want := (at-now2+grace)/1000 + 1; ttl != want {
-			t.Errorf("line TTL set = %d ms, want %d", ttl, want)
-		}
-	})
-}
-
-// ahead returns a line of n callers whose places are still to come.
-func ahead(n int) func(now int64) map[string]int64 {
-	return func(now int64) map[string]int64 {
-		m := map[string]int64{}
-		for i := range n {
-			m[fmt.Sprint("p", i)] = now + 1000 + int64(i)
-		}
-		return m
-	}
 }
