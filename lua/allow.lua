@@ -245,9 +245,16 @@ end
 
 -- A caller in line that comes back.
 if mode == '2' and #logs > 0 then
+  -- A caller without a place in the first log check is taken as a new
+  -- one, without looking at the others: a place left in another (the first
+  -- key was reset) takes its slot until it leaves the window, as an
+  -- abandoned place does.
   local place, same, found = nil, true, 0
   for _, i in ipairs(logs) do
     local s = redis.call('ZSCORE', KEYS[i], '@' .. id .. '#1')
+    if not s and found == 0 then
+      break
+    end
     if s then
       found = found + 1
       s = tonumber(s)
