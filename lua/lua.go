@@ -1,6 +1,7 @@
 // Package lua holds Sluice's Redis scripts. The scripts live as .lua files
 // beside this file, each opening with a comment that lists its KEYS, ARGV and
-// reply; this package embeds them and exports them ready to run.
+// reply (or, for a chunk that other scripts include, its functions); this
+// package embeds them and exports them ready to run.
 //
 // Run a script with its Run method: it calls EVALSHA and falls back on EVAL
 // when Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
@@ -12,13 +13,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+//go:embed counters.lua
+var countersSource string
+
 //go:embed allow.lua
 var allowSource string
 
-// Allow is the sliding-window log decision over one or more keys, all or
-// nothing: see allow.lua for its KEYS, ARGV and reply.
-var Allow = redis.NewScript(allowSource)
+// allowScript is the text Allow runs: counters.lua, which defines the
+// functions of the O(1)-memory algorithms, then allow.lua, which calls them.
+var allowScript = countersSource + "\n" + allowSource
 
-// AllowSource returns the text of allow.lua, the script Allow runs. Tests use
-// it to build variants, such as one whose clock is fixed.
-func AllowSource() string { return allowSource }
+// Allow is the decision over one or more keys, all or nothing: see allow.lua
+// for its KEYS, ARGV and reply, and counters.lua for the algorithms other
+// than the sliding-window log.
+var Allow = redis.NewScript(allowScript)
+
+// AllowSource returns the text of the script Allow runs: counters.lua, a
+// newline, then allow.lua. Tests use it to build variants, such as one whose
+// clock is fixed.
+func AllowSource() string { return allowScript }
+
+// CountersSource returns the text of counters.lua: a chunk that defines the
+// local functions counter_check and counter_record and nothing global. Tests
+// put it in front of a driver of their own to call the functions directly.
+func CountersSource() string { return countersSource }

@@ -38,13 +38,26 @@
 // Cost is 1 to the policy's Limit everywhere: AllowN's n and every Check's
 // Cost. A Cost of 0 is ErrInvalidCost, not a default of 1.
 //
+// # Algorithms
+//
+// That log is the default. Policy.Algorithm chooses one of three others that
+// keep a few numbers per key whatever the Limit (about 140 bytes of Redis
+// memory, where a full log of 10,000 units takes 1.3 MB) and allow limits up
+// to MaxCounterLimit, at the cost of exactness: SlidingWindow, the
+// sliding-window counter; GCRA, the generic cell rate algorithm; and
+// FixedWindow. Each can admit up to about twice the Limit in some span of one
+// Window; see Algorithm, and docs/LIMITER.md for their measured memory and
+// error. Checks of different algorithms combine in one AllowMulti.
+//
 // # Keys
 //
 // Any non-empty string is a key. The Redis key is
 //
 //	<prefix>{<group>}:<body>
 //
-// where prefix is "sluice:" unless WithPrefix says otherwise, group is the
+// (the other algorithms keep a hash beside it: <prefix>{<group>}sw:<body>,
+// gcra:<body> or fw:<body>; see RedisKeyFor) where prefix is "sluice:"
+// unless WithPrefix says otherwise, group is the
 // key's group (see WithGroup; "limits" unless set) and body is the key itself.
 // In group and body the characters % # { } are percent-encoded, so a key can
 // neither end the hash tag nor pass for another key; a key longer than

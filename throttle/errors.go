@@ -14,7 +14,8 @@ var (
 	// with an empty caller id.
 	ErrInvalidKey = errors.New("invalid key")
 
-	// ErrInvalidPolicy reports a Policy whose Limit or Window is out of range.
+	// ErrInvalidPolicy reports a Policy whose Limit or Window is out of range,
+	// or whose Algorithm is not one of Algorithms.
 	ErrInvalidPolicy = errors.New("invalid policy")
 
 	// ErrInvalidCost reports a cost below 1 or above the policy's Limit: the

@@ -39,11 +39,34 @@ func encodeKeyPart(s string) string {
 	return keyEscaper.Replace(s)
 }
 
-// redisKeys are the Redis keys of one limiter key.
+// redisKeys are the Redis keys of one limiter key. After the hash tag each
+// kind of key starts with a character of its own (":" "h" "s" "g" "f"), so
+// no two kinds can meet whatever the body.
 type redisKeys struct {
-	group  string // the encoded group, the hash tag
-	window string // <prefix>{<group>}:<body>, the sliding-window log
-	hold   string // <prefix>{<group>}hold:<body>, the hold of Hold
+	group         string // the encoded group, the hash tag
+	window        string // <prefix>{<group>}:<body>, the sliding-window log (SlidingLog)
+	hold          string // <prefix>{<group>}hold:<body>, the hold of Hold
+	slidingWindow string // <prefix>{<group>}sw:<body>, the counts of SlidingWindow, a hash
+	gcra          string // <prefix>{<group>}gcra:<body>, the arrival time of GCRA, a hash
+	fixedWindow   string // <prefix>{<group>}fw:<body>, the count of FixedWindow, a hash
+}
+
+// forAlgorithm returns the key that holds the state of algorithm a: the log
+// for SlidingLog (and ""), a key of its own for each of the others, so that
+// switching a policy's algorithm never meets a key of another type and no
+// two algorithms share data. a must be valid (Policy.Validate checks it).
+func (rk redisKeys) forAlgorithm(a Algorithm) string {
+	switch a {
+	case "", SlidingLog:
+		return rk.window
+	case SlidingWindow:
+		return rk.slidingWindow
+	case GCRA:
+		return rk.gcra
+	case FixedWindow:
+		return rk.fixedWindow
+	}
+	panic(fmt.Sprintf("throttle: no key for algorithm %q", string(a)))
 }
 
 // redisKey derives the Redis keys of key. This is the only place that builds
@@ -58,7 +81,14 @@ func (l *Limiter) redisKey(key string) (redisKeys, error) {
 	}
 	group := encodeKeyPart(g)
 	tag, body := l.prefix+"{"+group+"}", encodeKeyPart(key)
-	return redisKeys{group: group, window: tag + ":" + body, hold: tag + "hold:" + body}, nil
+	return redisKeys{
+		group:         group,
+		window:        tag + ":" + body,
+		hold:          tag + "hold:" + body,
+		slidingWindow: tag + "sw:" + body,
+		gcra:          tag + "gcra:" + body,
+		fixedWindow:   tag + "fw:" + body,
+	}, nil
 }
 
 // RedisKey returns the Redis key that holds key's window, for inspection with
@@ -73,4 +103,25 @@ func (l *Limiter) RedisKey(key string) (string, error) {
 		return "", fmt.Errorf("throttle: key %s: %w", quoteKey(key), err)
 	}
 	return rk.window, nil
+}
+
+// RedisKeyFor returns the Redis key that holds key's state under algorithm
+// a, for inspection with redis-cli: RedisKey's sliding-window log for
+// SlidingLog (and ""); for the others a hash in the same hash tag,
+// <prefix>{<group>}sw:<body> (SlidingWindow), <prefix>{<group>}gcra:<body>
+// (GCRA) or <prefix>{<group>}fw:<body> (FixedWindow). It fails for an empty
+// key or group, an unknown algorithm (ErrInvalidPolicy), or a Limiter with
+// an invalid configuration.
+func (l *Limiter) RedisKeyFor(key string, a Algorithm) (string, error) {
+	if l.err != nil {
+		return "", l.err
+	}
+	if !a.valid() {
+		return "", fmt.Errorf("throttle: key %s: %w", quoteKey(key), errUnknownAlgorithm(a))
+	}
+	rk, err := l.redisKey(key)
+	if err != nil {
+		return "", fmt.Errorf("throttle: key %s: %w", quoteKey(key), err)
+	}
+	return rk.forAlgorithm(a), nil
 }

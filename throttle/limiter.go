@@ -127,8 +127,8 @@ func (l *Limiter) Peek(ctx context.Context, key string, p Policy) (Decision, err
 	return md.Decision, err
 }
 
-// Reset empties key's window, whatever its policy (places in line
-// included), and lifts its hold.
+// Reset empties key's window, whatever its policy and algorithm (places in
+// line included), and lifts its hold.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.err != nil {
 		return l.err
@@ -137,7 +137,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
 	}
-	if err := l.rdb.Del(ctx, rk.window, rk.hold).Err(); err != nil {
+	if err := l.rdb.Del(ctx, rk.window, rk.hold, rk.slidingWindow, rk.gcra, rk.fixedWindow).Err(); err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
 	}
 	return nil

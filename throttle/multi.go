@@ -143,11 +143,12 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 			return fail(fmt.Errorf("%w: key %s is in group %s, key %s in %s", ErrMixedGroups,
 				quoteKey(checks[0].Key), quoteKey(l.group(checks[0].Key)), quoteKey(c.Key), quoteKey(l.group(c.Key))))
 		}
-		if slices.Contains(keys[:i], rk.window) {
+		key := rk.forAlgorithm(c.Policy.Algorithm)
+		if slices.Contains(keys[:i], key) {
 			return fail(fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, quoteKey(c.Key)))
 		}
-		keys[i] = rk.window
-		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, "sliding-log")
+		keys[i] = key
+		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, c.Policy.Algorithm.String())
 	}
 
 	reply, err := l.eval(ctx, keys, args)

@@ -17,6 +17,15 @@ const (
 	// one else.
 	MaxLimit = 100_000
 
+	// MaxCounterLimit is the largest Limit of a Policy whose Algorithm keeps
+	// a few numbers per key (SlidingWindow, GCRA, FixedWindow): their memory
+	// does not grow with the Limit, and an AllowN of any cost writes the same
+	// few fields. The bound keeps their arithmetic exact: Redis runs Lua with
+	// double-precision numbers, exact for integers below 2^53, and the
+	// scripts multiply counts by counts (up to 2 × MaxCounterLimit², that is
+	// 2 × 10^14).
+	MaxCounterLimit = 10_000_000
+
 	// MinWindow is the shortest Window a Policy may have.
 	MinWindow = time.Millisecond
 
@@ -27,14 +36,24 @@ const (
 // Policy is a rate limit: at most Limit units of cost admitted in any Window.
 // Policy{Limit: 10, Window: time.Second} admits ten one-unit requests in any
 // one-second span, not ten per calendar second: an entry admitted at 12:00:00.300
-// counts until 12:00:01.300.
+// counts until 12:00:01.300. That is the default Algorithm, the exact
+// sliding log; the others approximate it in constant memory (see Algorithm).
 type Policy struct {
-	// Limit is the most units of cost admitted in any Window, 1 to MaxLimit.
+	// Limit is the most units of cost admitted in any Window: 1 to MaxLimit
+	// with the sliding log, 1 to MaxCounterLimit with the other algorithms.
 	Limit int
 
 	// Window is the span the limit applies to, MinWindow to MaxWindow. It is
 	// used to the microsecond; anything finer is dropped.
 	Window time.Duration
+
+	// Algorithm is how the units of the window are counted: "" (the
+	// default) and SlidingLog are the exact sliding-window log;
+	// SlidingWindow, GCRA and FixedWindow keep a few numbers per key,
+	// whatever the Limit, and approximate it. A key keeps its state under
+	// each algorithm apart, so changing a policy's Algorithm starts its keys
+	// afresh.
+	Algorithm Algorithm
 }
 
 // PerSecond returns a Policy of limit units a second.
@@ -53,10 +72,16 @@ func PerDay(limit int) Policy { return Policy{Limit: limit, Window: 24 * time.Ho
 // ErrInvalidPolicy and says which field is wrong.
 func (p Policy) Validate() error {
 	switch {
+	case !p.Algorithm.valid():
+		return errUnknownAlgorithm(p.Algorithm)
 	case p.Limit < 1:
 		return fmt.Errorf("%w: limit %d is below 1", ErrInvalidPolicy, p.Limit)
-	case p.Limit > MaxLimit:
-		return fmt.Errorf("%w: limit %d is above the maximum of %d", ErrInvalidPolicy, p.Limit, MaxLimit)
+	case p.Limit > p.Algorithm.maxLimit():
+		of := ""
+		if p.Algorithm.counter() {
+			of = " for " + string(p.Algorithm)
+		}
+		return fmt.Errorf("%w: limit %d is above the maximum of %d%s", ErrInvalidPolicy, p.Limit, p.Algorithm.maxLimit(), of)
 	case p.Window < MinWindow:
 		return fmt.Errorf("%w: window %v is shorter than %v", ErrInvalidPolicy, p.Window, MinWindow)
 	case p.Window > MaxWindow:
@@ -65,15 +90,25 @@ func (p Policy) Validate() error {
 	return nil
 }
 
-// String returns the policy as "10/1s".
-func (p Policy) String() string { return fmt.Sprintf("%d/%v", p.Limit, p.Window) }
+// String returns the policy as "10/1s", followed by the algorithm when it is
+// not the default: "10/1s gcra".
+func (p Policy) String() string {
+	if p.Algorithm == "" || p.Algorithm == SlidingLog {
+		return fmt.Sprintf("%d/%v", p.Limit, p.Window)
+	}
+	return fmt.Sprintf("%d/%v %s", p.Limit, p.Window, p.Algorithm)
+}
 
 // Decision is the outcome of one limiter call. With Policy{Limit: 10,
 // Window: time.Minute} and 7 units already in the window, AllowN(..., 3)
 // returns Allowed true, Count 10, Remaining 0, RetryAfter 0, and ResetAfter
 // one minute; a further Allow then returns Allowed false, Count 10, and a
 // RetryAfter equal to the time until the oldest of the ten entries is a minute
-// old.
+// old. The fields describe the sliding log, the default Algorithm; under the
+// others Count is the algorithm's own count (see Algorithm), a request is
+// allowed exactly when Count + cost <= Limit, RetryAfter is the time until
+// the algorithm would admit it, and ResetAfter the time until the key holds
+// nothing that limits.
 type Decision struct {
 	// Allowed reports whether the request fits. From Allow, AllowN and a
 	// MultiDecision's own Decision it means the request was admitted and
