@@ -37,10 +37,14 @@ type Rule struct {
 	// Scope is ScopeTenant or ScopeGlobal.
 	Scope string
 
-	// Policy is the limit, for every tenant without an override.
+	// Policy is the limit, for every tenant without an override. Its
+	// Algorithm is the rule's (the file's algorithm:, "" when it sets none:
+	// the sliding log).
 	Policy throttle.Policy
 
 	// Tenants holds per-tenant policies that replace Policy (ScopeTenant).
+	// They have the rule's Algorithm: an override sets a limit or a window,
+	// never an algorithm.
 	Tenants map[string]throttle.Policy
 
 	// Margin is added to the window of every check of the rule, so that the
@@ -167,12 +171,13 @@ type (
 		Tasks  *map[string][]ruleFile `yaml:"tasks"`
 	}
 	ruleFile struct {
-		Name    string                  `yaml:"name"`
-		Scope   string                  `yaml:"scope"`
-		Limit   int                     `yaml:"limit"`
-		Window  string                  `yaml:"window"`
-		Margin  *string                 `yaml:"margin"`
-		Tenants map[string]overrideFile `yaml:"tenants"`
+		Name      string                  `yaml:"name"`
+		Scope     string                  `yaml:"scope"`
+		Algorithm string                  `yaml:"algorithm"`
+		Limit     int                     `yaml:"limit"`
+		Window    string                  `yaml:"window"`
+		Margin    *string                 `yaml:"margin"`
+		Tenants   map[string]overrideFile `yaml:"tenants"`
 	}
 	overrideFile struct {
 		Limit  *int    `yaml:"limit"`
@@ -265,11 +270,15 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 	if rf.Scope != ScopeTenant && rf.Scope != ScopeGlobal {
 		return r, fmt.Errorf("scope: %q must be %q or %q", rf.Scope, ScopeTenant, ScopeGlobal)
 	}
+	alg, err := parseAlgorithm(rf.Algorithm)
+	if err != nil {
+		return r, fmt.Errorf("algorithm: %v", err)
+	}
 	window, err := parseWindow(rf.Window)
 	if err != nil {
 		return r, fmt.Errorf("window: %v", err)
 	}
-	r.Policy = throttle.Policy{Limit: rf.Limit, Window: window}
+	r.Policy = throttle.Policy{Limit: rf.Limit, Window: window, Algorithm: alg}
 	if err := r.Policy.Validate(); err != nil {
 		return r, fmt.Errorf("limit %d, window %s: %v", rf.Limit, rf.Window, err)
 	}
@@ -314,6 +323,20 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 		r.Tenants[tenant] = pol
 	}
 	return r, nil
+}
+
+// parseAlgorithm reads a rule's algorithm: one of throttle.Algorithms, or
+// "" for the default, the sliding log.
+func parseAlgorithm(s string) (throttle.Algorithm, error) {
+	a := throttle.Algorithm(s)
+	if s == "" || slices.Contains(throttle.Algorithms(), a) {
+		return a, nil
+	}
+	names := make([]string, 0, 4)
+	for _, k := range throttle.Algorithms() {
+		names = append(names, strconv.Quote(string(k)))
+	}
+	return "", fmt.Errorf("%q must be %s or %s", s, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 }
 
 // parseMargin reads a margin: a Go duration, 0 or more.

@@ -264,6 +264,22 @@ func TestParsePoliciesRejects(t *testing.T) {
 		{"window too long", rule("name: a, scope: tenant, limit: 1, window: 3661d"),
 			[]string{"window 3661d: ", "longer than"}},
 
+		// Algorithms.
+		{"unknown algorithm", rule("name: a, scope: tenant, algorithm: leaky-bucket, limit: 1, window: 1s"),
+			[]string{`sms:send: rule 1 (a): algorithm: "leaky-bucket" must be "sliding-log", "sliding-window", "gcra" or "fixed-window"`}},
+		{"algorithm in capitals", rule("name: a, scope: tenant, algorithm: GCRA, limit: 1, window: 1s"),
+			[]string{`sms:send: rule 1 (a): algorithm: "GCRA" must be`}},
+		{"algorithm not a string", rule("name: a, scope: tenant, algorithm: [gcra], limit: 1, window: 1s"),
+			[]string{"line 3", "cannot unmarshal"}},
+		{"algorithm in an override", rule("name: a, scope: tenant, algorithm: gcra, limit: 1, window: 1s, tenants: {big: {algorithm: fixed-window}}"),
+			[]string{"line 3", "field algorithm not found"}},
+		{"limit above the maximum of a counter", rule("name: a, scope: tenant, algorithm: gcra, limit: 10000001, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit 10000001, window 1s: ", "above the maximum of 10000000 for gcra"}},
+		{"override above the maximum of the log", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limit: 200000}}"),
+			[]string{"sms:send: rule 1 (a): tenants: big: ", "above the maximum of 100000"}},
+		{"override above the maximum of a counter", rule("name: a, scope: tenant, algorithm: sliding-window, limit: 1, window: 1s, tenants: {big: {limit: 20000000}}"),
+			[]string{"sms:send: rule 1 (a): tenants: big: ", "above the maximum of 10000000 for sliding-window"}},
+
 		// Overrides.
 		{"overrides on a global rule", rule("name: provider, scope: global, limit: 10, window: 1s, tenants: {big: {limit: 20}}"),
 			[]string{`sms:send: rule 1 (provider): tenants: overrides need scope "tenant"`}},
@@ -771,5 +787,59 @@ func TestStaticPolicies(t *testing.T) {
 	}
 	if f.Current() != p {
 		t.Errorf("after Reload, Current() = %p, want %p", f.Current(), p)
+	}
+}
+
+// TestParsePoliciesAlgorithm reads the algorithm of rules: the sliding log
+// when the rule names none, the one it names otherwise, for the rule's
+// tenant overrides too and in the checks For returns; the counters take
+// limits above the log's maximum.
+func TestParsePoliciesAlgorithm(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		yaml string
+		want throttle.Algorithm
+	}{
+		{"none", "tasks:\n  sms:send: [{name: a, scope: tenant, limit: 4, window: 1s, tenants: {big: {limit: 8}}}]\n", ""},
+		{"sliding log named", "tasks:\n  sms:send: [{name: a, scope: tenant, algorithm: sliding-log, limit: 4, window: 1s, tenants: {big: {limit: 8}}}]\n", throttle.SlidingLog},
+		{"sliding window", "tasks:\n  sms:send: [{name: a, scope: tenant, algorithm: sliding-window, limit: 4, window: 1s, tenants: {big: {limit: 8}}}]\n", throttle.SlidingWindow},
+		{"gcra", "tasks:\n  sms:send: [{name: a, scope: tenant, algorithm: gcra, limit: 4, window: 1s, tenants: {big: {limit: 8}}}]\n", throttle.GCRA},
+		{"fixed window", "tasks:\n  sms:send: [{name: a, scope: tenant, algorithm: fixed-window, limit: 4, window: 1s, tenants: {big: {limit: 8}}}]\n", throttle.FixedWindow},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := p.Rules("sms:send")[0]
+			if got := r.Policy.Algorithm; got != tc.want {
+				t.Errorf("Policy.Algorithm = %q, want %q", got, tc.want)
+			}
+			if got := r.Tenants["big"].Algorithm; got != tc.want {
+				t.Errorf("the override's Algorithm = %q, want the rule's %q", got, tc.want)
+			}
+			for tenant, limit := range map[string]int{"acme": 4, "big": 8} {
+				c := p.For("sms:send", tenant)[0].Check
+				if c.Policy.Algorithm != tc.want || c.Policy.Limit != limit {
+					t.Errorf("For(sms:send, %s) policy = %v, want limit %d with algorithm %q", tenant, c.Policy, limit, tc.want)
+				}
+			}
+		})
+	}
+
+	p, err := worker.ParsePolicies("policies.yaml", []byte(`
+tasks:
+  email:send:
+    - {name: daily, scope: tenant, algorithm: gcra, limit: 100000, window: 1d, tenants: {big: {limit: 10000000}}}
+    - {name: provider, scope: global, algorithm: fixed-window, limit: 5000000, window: 1h}
+`))
+	if err != nil {
+		t.Fatalf("counters above the log's maximum: %v", err)
+	}
+	if got, want := p.Summary(), "email:send: daily 100000/24h0m0s gcra per tenant (1 override), provider 5000000/1h0m0s fixed-window global"; got != want {
+		t.Errorf("Summary() = %q, want %q", got, want)
 	}
 }

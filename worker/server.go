@@ -84,6 +84,10 @@ type Config struct {
 	// Logger receives the worker's logs and asynq's; nil means
 	// slog.Default().
 	Logger *slog.Logger
+
+	// OnDecision, when set, is called after every limiter call of the
+	// worker's Throttle; see ThrottleConfig.OnDecision. Nil means none.
+	OnDecision func(DecisionEvent)
 }
 
 // Server is a worker: an asynq server whose tasks pass the Throttle
@@ -96,7 +100,8 @@ type Server struct {
 }
 
 // NewServer returns a worker on rdb; the caller owns rdb and closes it after
-// the server has shut down.
+// the server has shut down. Its limiter batches (throttle.WithBatching): the
+// decisions of tasks that start at the same time share a pipeline.
 func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if rdb == nil {
 		return nil, errors.New("worker: nil Redis client")
@@ -120,7 +125,12 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if fetch <= 0 {
 		fetch = 100 * time.Millisecond
 	}
-	t, err := NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), cfg.Policies, &ThrottleConfig{
+	// Batching: the decisions of tasks that start while others are being
+	// decided go to Redis together, one pipeline instead of a round trip
+	// each. A lone decision is sent at once, as without batching, so it
+	// costs nothing when tasks do not overlap.
+	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix), throttle.WithBatching(nil))
+	t, err := NewThrottle(limiter, cfg.Policies, &ThrottleConfig{
 		FailureMode:              cfg.FailureMode,
 		LimiterRetry:             cfg.LimiterRetry,
 		MaxHold:                  cfg.MaxHold,
@@ -128,6 +138,7 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		FetchInterval:            fetch,
 		ProviderHold:             cfg.ProviderHold,
 		Logger:                   logger,
+		OnDecision:               cfg.OnDecision,
 	})
 	if err != nil {
 		return nil, err

@@ -150,6 +150,36 @@ type ThrottleConfig struct {
 
 	// Logger receives the middleware's logs; nil means slog.Default().
 	Logger *slog.Logger
+
+	// OnDecision, when set, is called after every limiter call the
+	// middleware makes: allowed, denied or failed. A task can cause more
+	// than one (it is asked again after each wait for its place in line)
+	// or none (its type has no rules, or a provider hold sent it back
+	// first). It runs in the task's goroutine before the task goes on, so
+	// it must be quick and safe for concurrent use: count, observe a
+	// histogram. Nil means none.
+	OnDecision func(DecisionEvent)
+}
+
+// DecisionEvent is one limiter call of the Throttle middleware, given to
+// ThrottleConfig.OnDecision.
+type DecisionEvent struct {
+	// TaskType and Tenant are those of the task asked about.
+	TaskType, Tenant string
+
+	// Rules names the rules checked, in the order of Decision.Checks.
+	Rules []string
+
+	// Decision is the limiter's answer: Decision.Allowed, and when denied
+	// Decision.Denied indexes Rules. It is the zero value when Err is set.
+	Decision throttle.MultiDecision
+
+	// Err is the limiter's error: Redis failed, or the task's context
+	// ended during the call. The middleware then follows its FailureMode.
+	Err error
+
+	// Latency is how long the limiter call took, as the worker saw it.
+	Latency time.Duration
 }
 
 // maxHolds is how many times one run of a task may wait in the worker
@@ -176,6 +206,8 @@ type Throttle struct {
 	scope    HoldScope
 	holds    *holdCache
 
+	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
+
 	stopOnce sync.Once
 	stopping chan struct{}
 }
@@ -199,6 +231,8 @@ func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleC
 		scope:    cfg.ProviderHold,
 		holds:    &holdCache{limiter: limiter, m: map[string]holdEntry{}},
 		stopping: make(chan struct{}),
+
+		onDecision: cfg.OnDecision,
 	}
 	if t.logger == nil {
 		t.logger = slog.Default()
@@ -259,7 +293,7 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 			return fmt.Errorf("%w: task %s: header %s: %v", asynq.SkipRetry, task.Type(), producer.HeaderTenant, err)
 		}
 		holdKey := t.holdKey(task.Type(), tenant)
-		if err := t.admit(ctx, holdKey, t.policies.Current().For(task.Type(), tenant)); err != nil {
+		if err := t.admit(ctx, holdKey, task.Type(), tenant, t.policies.Current().For(task.Type(), tenant)); err != nil {
 			return err
 		}
 		err := runHandler(ctx, next, task)
@@ -301,12 +335,13 @@ func (t *Throttle) holdKey(taskType, tenant string) string {
 
 // admit waits out a provider hold on holdKey, then asks the limiter for the
 // applied rules (none: the task is not throttled); nil means run the task.
+// taskType and tenant name the task to the OnDecision hook.
 // The hold is read again before each question, as a hold can begin while a
 // task waits for its place. All waits of one run together are at most
 // maxHolds, each within MaxHold and within half the time left before the
 // task's deadline: asynq counts a deadline that passes as a failure, which
 // would spend the retry budget.
-func (t *Throttle) admit(ctx context.Context, holdKey string, applied []Applied) error {
+func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, applied []Applied) error {
 	checks := make([]throttle.Check, len(applied))
 	for i, a := range applied {
 		checks[i] = a.Check
@@ -331,7 +366,9 @@ func (t *Throttle) admit(ctx context.Context, holdKey string, applied []Applied)
 		if len(checks) == 0 {
 			return nil
 		}
+		asked := time.Now()
 		md, err := t.limiter.AllowInLine(ctx, id, checks)
+		t.decided(taskType, tenant, applied, md, err, time.Since(asked))
 		switch {
 		case err != nil && ctx.Err() != nil:
 			// Not the limiter's fault: never run a task without a decision
@@ -357,6 +394,21 @@ func (t *Throttle) admit(ctx context.Context, holdKey string, applied []Applied)
 		}
 		return &ThrottledError{RetryAfter: max(back, 0), By: "rule " + applied[md.Denied].Rule}
 	}
+}
+
+// decided gives one limiter call to the OnDecision hook, if there is one.
+func (t *Throttle) decided(taskType, tenant string, applied []Applied, md throttle.MultiDecision, err error, latency time.Duration) {
+	if t.onDecision == nil {
+		return
+	}
+	rules := make([]string, len(applied))
+	for i, a := range applied {
+		rules[i] = a.Rule
+	}
+	if err != nil {
+		md = throttle.MultiDecision{}
+	}
+	t.onDecision(DecisionEvent{TaskType: taskType, Tenant: tenant, Rules: rules, Decision: md, Err: err, Latency: latency})
 }
 
 // wait waits d in the worker when d is within MaxHold and within half the

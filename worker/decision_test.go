@@ -1,0 +1,209 @@
+package worker_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/worker"
+)
+
+// decisionRecorder collects the events of ThrottleConfig.OnDecision.
+type decisionRecorder chan worker.DecisionEvent
+
+func (r decisionRecorder) record(e worker.DecisionEvent) { r <- e }
+
+// TestMiddlewareOnDecision: the hook sees every limiter call, allowed or
+// denied, with the task's type and tenant, the rules checked and the
+// limiter's answer; a task whose type has no rules makes no call and no
+// event.
+func TestMiddlewareOnDecision(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	type event struct { // the fields of a DecisionEvent a case decides
+		Tenant  string
+		Rules   []string
+		Allowed bool
+		Denied  int
+	}
+	cases := []struct {
+		name     string
+		policies string
+		tenants  []string // one SMS task each
+		email    bool     // and an email task, whose type has no rules
+		want     []event  // in any order
+	}{
+		{"allowed then denied", perHour, []string{"acme", "acme"}, false, []event{
+			{Tenant: "acme", Rules: []string{"per-hour"}, Allowed: true, Denied: -1},
+			{Tenant: "acme", Rules: []string{"per-hour"}, Denied: 0},
+		}},
+		{"denied by the second rule", `
+tasks:
+  sms:send:
+    - {name: per-hour, scope: tenant, limit: 5, window: 1h}
+    - {name: provider, scope: global, limit: 1, window: 1h}
+`, []string{"a", "b"}, false, []event{
+			{Tenant: "a", Rules: []string{"per-hour", "provider"}, Allowed: true, Denied: -1},
+			{Tenant: "b", Rules: []string{"per-hour", "provider"}, Denied: 1},
+		}},
+		{"no rules, no event", perHour, nil, true, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := worker.ParsePolicies(t.Name(), []byte(tc.policies))
+			if err != nil {
+				t.Fatal(err)
+			}
+			prefix := redistest.Prefix(t)
+			t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
+			events := make(decisionRecorder, 10)
+			tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), worker.StaticPolicies(p),
+				&worker.ThrottleConfig{
+					DelayedTaskCheckInterval: serverCheckInterval,
+					Logger:                   slog.New(slog.DiscardHandler),
+					OnDecision:               events.record,
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := newRecorder(nil)
+			s := startServer(t, rdb, tr.Middleware(rec))
+			// One task at a time, so that the first is the one allowed.
+			var runs int
+			for i, tenant := range tc.tenants {
+				s.enqueue(t, smsTask(t, tenant, asynq.MaxRetry(0)))
+				if tc.want[i].Allowed {
+					receive(t, rec.calls, "handler call")
+					runs++
+				} else {
+					receive(t, s.failures, "ErrorHandler call")
+				}
+			}
+			if tc.email {
+				s.enqueue(t, emailTask(t, "acme", asynq.MaxRetry(0)))
+				receive(t, rec.calls, "handler call")
+			}
+			s.stop() // every handler has returned: every event is in
+			got := drain(events)
+
+			var gotEvents []event
+			for _, e := range got {
+				if e.TaskType != producer.TypeSMS || e.Err != nil || e.Latency <= 0 || e.Latency > waitFor {
+					t.Errorf("event %+v: want type %s, no error, a latency", e, producer.TypeSMS)
+				}
+				if len(e.Decision.Checks) != len(e.Rules) {
+					t.Errorf("event %+v: %d checks for %d rules", e, len(e.Decision.Checks), len(e.Rules))
+				}
+				if !e.Decision.Allowed && e.Decision.RetryAfter < 30*time.Minute {
+					t.Errorf("denied event %+v: RetryAfter %v, want the 1h window's", e, e.Decision.RetryAfter)
+				}
+				gotEvents = append(gotEvents, event{Tenant: e.Tenant, Rules: e.Rules, Allowed: e.Decision.Allowed, Denied: e.Decision.Denied})
+			}
+			if diff := cmp.Diff(tc.want, gotEvents); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			if calls := drain(rec.calls); len(calls) > 0 {
+				t.Errorf("handler ran %d more times", len(calls))
+			}
+		})
+	}
+}
+
+// TestMiddlewareOnDecisionError: a limiter call that fails is an event too,
+// with the error and no decision.
+func TestMiddlewareOnDecisionError(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	down := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = down.Close() })
+	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(decisionRecorder, 10)
+	tr, err := worker.NewThrottle(throttle.NewLimiter(down), worker.StaticPolicies(p), &worker.ThrottleConfig{
+		LimiterRetry:             time.Hour, // one call, not one a second
+		DelayedTaskCheckInterval: serverCheckInterval,
+		Logger:                   slog.New(slog.DiscardHandler),
+		OnDecision:               events.record,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, rdb, tr.Middleware(newRecorder(nil)))
+	s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(0)))
+	f := receive(t, s.failures, "ErrorHandler call")
+	s.stop()
+	if !worker.IsThrottled(f.Err) {
+		t.Errorf("task ended with %v, want throttled", f.Err)
+	}
+	got := drain(events)
+	if len(got) != 1 {
+		t.Fatalf("%d events, want 1: %+v", len(got), got)
+	}
+	e := got[0]
+	if e.Err == nil || e.Decision.Allowed || e.Decision.Checks != nil || e.Tenant != "acme" || !slices.Equal(e.Rules, []string{"per-hour"}) {
+		t.Errorf("event %+v: want the Redis error, a zero decision, tenant acme, rule per-hour", e)
+	}
+}
+
+// TestServerOnDecision: worker.Config.OnDecision reaches the server's
+// Throttle.
+func TestServerOnDecision(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
+	q := redistest.Queue(t, rdb)
+	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(decisionRecorder, 10)
+	sent := make(smsRecorder, 10)
+	srv, err := worker.NewServer(rdb, worker.Config{
+		Policies:                 worker.StaticPolicies(p),
+		SMS:                      sent,
+		Queues:                   map[string]int{q: 1},
+		Prefix:                   prefix,
+		DelayedTaskCheckInterval: serverCheckInterval,
+		ShutdownTimeout:          5 * time.Second,
+		Logger:                   slog.New(slog.DiscardHandler),
+		OnDecision:               events.record,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	if _, err := producer.NewClientFromRedisClient(rdb).EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, sent, "SMS")
+	cancel()
+	if err := receive(t, done, "end of Run"); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	got := drain(events)
+	if len(got) != 1 || !got[0].Decision.Allowed || got[0].Tenant != "acme" || got[0].TaskType != producer.TypeSMS {
+		t.Errorf("events %+v, want one: acme's SMS allowed", got)
+	}
+}
