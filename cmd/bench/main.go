@@ -1,7 +1,11 @@
 // Command bench measures Sluice against baselines on a real Redis and writes
-// DIR/results.json and DIR/REPORT.md (see package internal/bench):
+// DIR/results.json, DIR/REPORT.md and the PNG plots the report embeds (see
+// package internal/bench):
 //
-//	bench --out DIR [--redis URL] [--duration 2s] [--only limiter,memory,worker]
+//	bench --out DIR [--redis URL] [--duration 2s] [--only limiter,memory,accuracy,worker,drain]
+//
+// The drain section runs its worker processes as this same executable
+// again (see bench.RunWorkerIfChild).
 //
 // Without --redis (or REDIS_URL) it starts a redis-server of its own on
 // loopback and stops it at the end. Exit status 0 on success, 1 when the
@@ -28,14 +32,18 @@ import (
 
 const synopsis = `
 usage: bench --out DIR [--redis URL] [--duration D] [--warmup D] [--repeat N]
-             [--worker-tasks N] [--worker-concurrency N] [--only SECTION,...]
+             [--worker-tasks N] [--worker-concurrency N]
+             [--drain-short] [--drain-concurrency N] [--only SECTION,...]
 
 Measures Sluice's limiter against a trivial EVALSHA (the round-trip floor)
-and against redis_rate (GCRA), the Redis memory of a limited key, and asynq
-tasks per second with the Throttle middleware against plain asynq, and
-writes DIR/results.json and DIR/REPORT.md. Without --redis it runs its own
-redis-server on loopback. Keys it writes on a given Redis are deleted at the
-end. Every flag can also be set from the environment variable shown.`
+and against redis_rate (GCRA), the Redis memory of a limited key under
+each algorithm, the accuracy of the constant-memory algorithms (simulated,
+no Redis), asynq tasks per second with the Throttle middleware against
+plain asynq, and a backlog of 10,000 SMS for 50 tenants drained by 3 worker
+processes under three throttling strategies, and writes DIR/results.json,
+DIR/REPORT.md and the PNG plots it embeds. Without --redis it runs its own redis-server on
+loopback. Keys it writes on a given Redis are deleted at the end. Every flag
+can also be set from the environment variable shown.`
 
 var env = map[string]string{
 	"redis":        "REDIS_URL",
@@ -43,6 +51,7 @@ var env = map[string]string{
 }
 
 func main() {
+	bench.RunWorkerIfChild() // a worker process of the drain section: runs, then exits
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stderr))
@@ -58,6 +67,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	repeat := fs.Int("repeat", bench.DefaultRepeat, "how many times each measurement is made; the report gives the median")
 	workerTasks := fs.Int("worker-tasks", bench.DefaultWorkerTasks, "tasks per round of the worker section")
 	workerConcurrency := fs.Int("worker-concurrency", bench.DefaultWorkerConcurrency, "asynq Concurrency of both servers of the worker section")
+	drainShort := fs.Bool("drain-short", false, "run the drain section's short scenario (600 tasks, about 6 s a strategy) instead of the full one")
+	drainConcurrency := fs.Int("drain-concurrency", bench.DefaultDrainConcurrency, "asynq Concurrency of each worker process of the drain section")
 	only := fs.String("only", strings.Join(bench.Sections(), ","), "sections to run, comma-separated")
 	fs.Usage = cli.Usage(fs, synopsis, env)
 
@@ -76,8 +87,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *duration <= 0 || *warmup <= 0 || *repeat <= 0 || *workerTasks <= 0 || *workerConcurrency <= 0 {
-		fmt.Fprintln(stderr, "bench: --duration, --warmup, --repeat, --worker-tasks and --worker-concurrency must be positive")
+	if *duration <= 0 || *warmup <= 0 || *repeat <= 0 || *workerTasks <= 0 || *workerConcurrency <= 0 || *drainConcurrency <= 0 {
+		fmt.Fprintln(stderr, "bench: --duration, --warmup, --repeat, --worker-tasks, --worker-concurrency and --drain-concurrency must be positive")
 		return 2
 	}
 	cfg := bench.Config{
@@ -88,6 +99,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 		WorkerTasks:       *workerTasks,
 		WorkerConcurrency: *workerConcurrency,
+
+		DrainShort:       *drainShort,
+		DrainConcurrency: *drainConcurrency,
 
 		Sections: strings.Split(*only, ","),
 		Log:      stderr,
@@ -122,6 +136,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "bench: wrote %s and %s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "REPORT.md"))
+	fmt.Fprintf(stderr, "bench: wrote %s, %s and its plots\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "REPORT.md"))
 	return 0
 }

@@ -26,6 +26,8 @@ func TestUsage(t *testing.T) {
 		{"zero duration", []string{"--out", t.TempDir(), "--duration", "0s"}, 2, "must be positive"},
 		{"zero worker tasks", []string{"--out", t.TempDir(), "--worker-tasks", "0"}, 2, "must be positive"},
 		{"negative worker concurrency", []string{"--out", t.TempDir(), "--worker-concurrency", "-1"}, 2, "must be positive"},
+		{"zero drain concurrency", []string{"--out", t.TempDir(), "--drain-concurrency", "0"}, 2, "must be positive"},
+		{"drain-short takes no value", []string{"--out", t.TempDir(), "--drain-short=maybe"}, 2, "invalid boolean value"},
 		{"bad duration", []string{"--out", t.TempDir(), "--duration", "fast"}, 2, "invalid value"},
 		{"extra argument", []string{"--out", t.TempDir(), "now"}, 2, `unexpected argument "now"`},
 	}

@@ -23,3 +23,25 @@ func MaxInWindow(times []time.Time, w time.Duration) int {
 	}
 	return best
 }
+
+// OverLimit returns how many of times arrived above limit: an arrival is
+// over when the span of w that ends with it, (t-w, t], holds more than limit
+// arrivals, itself and those before it included. Each is an arrival that a
+// provider enforcing the limit by counting its own arrivals would have
+// refused (had it counted refusals too); zero means the limit held in every
+// window. Of arrivals at the same instant, the later ones in times are the
+// ones over. times need not be sorted and are not changed.
+func OverLimit(times []time.Time, w time.Duration, limit int) int {
+	ts := slices.Clone(times)
+	slices.SortStableFunc(ts, time.Time.Compare)
+	over, lo := 0, 0
+	for hi := range ts {
+		for ts[hi].Sub(ts[lo]) >= w {
+			lo++
+		}
+		if hi-lo+1 > limit {
+			over++
+		}
+	}
+	return over
+}

@@ -46,3 +46,48 @@ func TestMaxInWindow(t *testing.T) {
 		})
 	}
 }
+
+func TestOverLimit(t *testing.T) {
+	t.Parallel()
+	at := func(ms ...int) []time.Time {
+		base := time.Unix(1_700_000_000, 0)
+		out := make([]time.Time, len(ms))
+		for i, m := range ms {
+			out[i] = base.Add(time.Duration(m) * time.Millisecond)
+		}
+		return out
+	}
+	cases := []struct {
+		name  string
+		times []time.Time
+		limit int
+		want  int
+	}{
+		{"none", nil, 1, 0},
+		{"at the limit", at(0, 500, 999), 3, 0},
+		{"one over", at(0, 500, 999), 2, 1},
+		{"a window later the slot is free again", at(0, 500, 1000), 2, 0},
+		{"every arrival of a burst past the limit", at(0, 0, 0, 0, 0), 2, 3},
+		{"unsorted", at(999, 0, 500), 2, 1},
+		{"two bursts a window apart", at(0, 0, 0, 1000, 1000, 1000), 2, 2},
+		{"a burst straddling a boundary: only the last window holds 4", at(0, 1, 2, 1000, 1001, 1002, 1999), 3, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := OverLimit(tc.times, time.Second, tc.limit); got != tc.want {
+				t.Errorf("OverLimit(limit %d) = %d, want %d", tc.limit, got, tc.want)
+			}
+			// Nothing is over a limit of MaxInWindow, and something is over
+			// one less.
+			if m := MaxInWindow(tc.times, time.Second); m > 0 {
+				if got := OverLimit(tc.times, time.Second, m); got != 0 {
+					t.Errorf("OverLimit(MaxInWindow %d) = %d, want 0", m, got)
+				}
+				if got := OverLimit(tc.times, time.Second, m-1); got == 0 {
+					t.Errorf("OverLimit(MaxInWindow-1 %d) = 0, want more", m-1)
+				}
+			}
+		})
+	}
+}

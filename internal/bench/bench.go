@@ -80,6 +80,15 @@ type Config struct {
 	// the worker section; zero means DefaultWorkerConcurrency.
 	WorkerConcurrency int
 
+	// DrainShort runs the drain section's short scenario (600 tasks, 10
+	// tenants, about 6 s a strategy, for tests and CI) instead of the full
+	// one (10,000 tasks, 50 tenants, about 50 s a strategy).
+	DrainShort bool
+
+	// DrainConcurrency is asynq's Config.Concurrency of each worker process
+	// of the drain section; zero means DefaultDrainConcurrency.
+	DrainConcurrency int
+
 	// Sections names the sections to run, in any order (they run in the
 	// order of Sections); nil runs them all.
 	Sections []string
@@ -99,9 +108,11 @@ type section struct {
 
 // sections are the sections in the order they run and are reported.
 var sections = []section{
-	{"limiter", runLimiter, reportLimiter},
+	{"limiter", runLimiter, func(w io.Writer, res *Results) { reportLimiter(w, res); reportLimiterPlots(w, res) }},
 	{"memory", runMemory, reportMemory},
+	{"accuracy", runAccuracy, reportAccuracy},
 	{"worker", runWorker, reportWorker},
+	{"drain", runDrain, reportDrain},
 }
 
 // Sections returns the names of the sections, in the order they run.
@@ -116,10 +127,12 @@ func Sections() []string {
 // Results is everything a run measured: the content of results.json. A
 // section that did not run is nil.
 type Results struct {
-	Meta    Meta           `json:"meta"`
-	Limiter *LimiterResult `json:"limiter,omitempty"`
-	Memory  *MemoryResult  `json:"memory,omitempty"`
-	Worker  *WorkerResult  `json:"worker,omitempty"`
+	Meta     Meta            `json:"meta"`
+	Limiter  *LimiterResult  `json:"limiter,omitempty"`
+	Memory   *MemoryResult   `json:"memory,omitempty"`
+	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
+	Worker   *WorkerResult   `json:"worker,omitempty"`
+	Drain    *DrainResult    `json:"drain,omitempty"`
 }
 
 // Meta says where and how the results were measured.
@@ -150,6 +163,8 @@ type Settings struct {
 	MemoryUnits       []int    `json:"memory_units"`
 	WorkerTasks       int      `json:"worker_tasks"`       // per round of the worker section
 	WorkerConcurrency int      `json:"worker_concurrency"` // asynq Concurrency of the worker section
+	DrainShort        bool     `json:"drain_short"`        // the drain section's short scenario
+	DrainConcurrency  int      `json:"drain_concurrency"`  // asynq Concurrency of each worker process of the drain section
 	PoolSize          int      `json:"pool_size"`          // go-redis PoolSize of the limiter section, shared by its contenders
 	Command           string   `json:"command"`            // the command that reruns these settings
 }
@@ -178,8 +193,8 @@ func (cfg Config) Validate() error {
 // withDefaults returns cfg with its zero fields set to their defaults, or an
 // error naming the first bad field.
 func withDefaults(cfg Config) (Config, error) {
-	if cfg.Duration < 0 || cfg.Warmup < 0 || cfg.Repeat < 0 || cfg.Keys < 0 || cfg.WorkerTasks < 0 || cfg.WorkerConcurrency < 0 {
-		return cfg, errors.New("bench: negative duration, warm-up, repeat, keys, worker tasks or worker concurrency")
+	if cfg.Duration < 0 || cfg.Warmup < 0 || cfg.Repeat < 0 || cfg.Keys < 0 || cfg.WorkerTasks < 0 || cfg.WorkerConcurrency < 0 || cfg.DrainConcurrency < 0 {
+		return cfg, errors.New("bench: negative duration, warm-up, repeat, keys, worker tasks, worker concurrency or drain concurrency")
 	}
 	if cfg.Duration == 0 {
 		cfg.Duration = DefaultDuration
@@ -198,6 +213,9 @@ func withDefaults(cfg Config) (Config, error) {
 	}
 	if cfg.WorkerConcurrency == 0 {
 		cfg.WorkerConcurrency = DefaultWorkerConcurrency
+	}
+	if cfg.DrainConcurrency == 0 {
+		cfg.DrainConcurrency = DefaultDrainConcurrency
 	}
 	if cfg.Callers == nil {
 		cfg.Callers = DefaultCallers
@@ -287,6 +305,8 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			MemoryUnits:       cfg.MemoryUnits,
 			WorkerTasks:       cfg.WorkerTasks,
 			WorkerConcurrency: cfg.WorkerConcurrency,
+			DrainShort:        cfg.DrainShort,
+			DrainConcurrency:  cfg.DrainConcurrency,
 			PoolSize:          opt.PoolSize,
 			Command:           command(cfg),
 		},
@@ -337,6 +357,12 @@ func command(cfg Config) string {
 	if slices.Contains(cfg.Sections, "worker") {
 		fmt.Fprintf(&b, " --worker-tasks %d --worker-concurrency %d", cfg.WorkerTasks, cfg.WorkerConcurrency)
 	}
+	if slices.Contains(cfg.Sections, "drain") {
+		if cfg.DrainShort {
+			b.WriteString(" --drain-short")
+		}
+		fmt.Fprintf(&b, " --drain-concurrency %d", cfg.DrainConcurrency)
+	}
 	fmt.Fprintf(&b, " --only %s", strings.Join(cfg.Sections, ","))
 	return b.String()
 }
@@ -372,8 +398,8 @@ func cpuModel() string {
 	return ""
 }
 
-// WriteFiles writes res to dir, creating it if needed: results.json and
-// REPORT.md.
+// WriteFiles writes res to dir, creating it if needed: results.json,
+// REPORT.md and the PNG plots that REPORT.md embeds.
 func WriteFiles(dir string, res *Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -390,5 +416,5 @@ func WriteFiles(dir string, res *Results) error {
 	if err := os.WriteFile(filepath.Join(dir, "REPORT.md"), []byte(md.String()), 0o644); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	return nil
+	return writePlots(dir, res)
 }

@@ -15,7 +15,10 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) {
+	RunWorkerIfChild() // the drain section's worker processes are this test binary
+	os.Exit(redistest.Main(m))
+}
 
 // TestRunSmoke runs every section against a real Redis with tiny durations,
 // writes the files, and checks that results.json holds every section with
@@ -32,6 +35,7 @@ func TestRunSmoke(t *testing.T) {
 		Keys:        2000,
 		MemoryUnits: []int{10, 1000},
 		WorkerTasks: 200,
+		DrainShort:  true,
 	}
 	res, err := Run(t.Context(), cfg)
 	if err != nil {
@@ -69,19 +73,24 @@ func TestRunSmoke(t *testing.T) {
 	}
 	if s := m.Settings; s.Repeat != 2 || s.Keys != 2000 || s.PoolSize != TargetCallers || !slices.Equal(s.Sections, Sections()) ||
 		s.DurationSeconds != 0.05 || !strings.Contains(s.Command, "--duration 50ms") ||
-		s.WorkerTasks != 200 || s.WorkerConcurrency != DefaultWorkerConcurrency || !strings.Contains(s.Command, "--worker-tasks 200") {
+		s.WorkerTasks != 200 || s.WorkerConcurrency != DefaultWorkerConcurrency || !strings.Contains(s.Command, "--worker-tasks 200") ||
+		!s.DrainShort || s.DrainConcurrency != DefaultDrainConcurrency || !strings.Contains(s.Command, "--drain-short --drain-concurrency 10") {
 		t.Errorf("settings = %+v", s)
 	}
 
 	checkLimiter(t, got.Limiter, cfg)
 	checkMemory(t, got.Memory, cfg)
+	if a := got.Accuracy; a == nil || len(a.Patterns) != len(accuracyPatterns()) || len(a.Patterns[0].Rows) != 4 {
+		t.Errorf("accuracy results = %+v", a)
+	}
 	checkWorker(t, got.Worker, cfg)
+	checkDrain(t, got.Drain)
 
 	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Limiter: Allow", "### allow", "### deny", "## Memory per limited key", "## Worker: asynq end to end", "go run ./cmd/bench"} {
+	for _, want := range []string{"## Limiter: Allow", "### allow", "### deny", "## Memory per limited key", "## Accuracy of the constant-memory algorithms", "## Worker: asynq end to end", "## Drain: a backlog", "go run ./cmd/bench"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}
@@ -126,10 +135,13 @@ func checkLimiter(t *testing.T, lr *LimiterResult, cfg Config) {
 			if p.Callers != cfg.Callers[i] {
 				t.Errorf("%s: point %d has %d callers, want %d", v.Name, i, p.Callers, cfg.Callers[i])
 			}
+			if p.SluiceBatched == nil {
+				t.Fatalf("%s at %d: sluice batched not measured", v.Name, p.Callers)
+			}
 			for _, c := range []struct {
 				name string
 				m    Measurement
-			}{{"floor", p.Floor}, {"sluice", p.Sluice}, {"redis_rate", p.RedisRate}} {
+			}{{"floor", p.Floor}, {"sluice", p.Sluice}, {"redis_rate", p.RedisRate}, {"sluice batched", *p.SluiceBatched}} {
 				where := v.Name + " " + c.name + " at " + strconv.Itoa(p.Callers)
 				if len(c.m.Rounds) != cfg.Repeat {
 					t.Errorf("%s: %d rounds, want %d", where, len(c.m.Rounds), cfg.Repeat)
@@ -152,15 +164,16 @@ func checkLimiter(t *testing.T, lr *LimiterResult, cfg Config) {
 					t.Errorf("%s: allowed share %v, want %v", where, r.AllowedShare, wantAllowed)
 				}
 			}
-			for name, r := range map[string]Ratio{"sluice/floor": p.SluiceOverFloor, "sluice/redis_rate": p.SluiceOverRedisRate, "redis_rate/floor": p.RedisRateOverFloor} {
+			for name, r := range map[string]Ratio{"sluice/floor": p.SluiceOverFloor, "sluice/redis_rate": p.SluiceOverRedisRate, "redis_rate/floor": p.RedisRateOverFloor,
+				"batched/floor": p.SluiceBatchedOverFloor, "batched/redis_rate": p.SluiceBatchedOverRedisRate, "batched/sluice": p.SluiceBatchedOverSluice} {
 				if !(0 < r.Min && r.Min <= r.Median && r.Median <= r.Max) {
 					t.Errorf("%s %s at %d: ratio %+v", v.Name, name, p.Callers, r)
 				}
 			}
 		}
 	}
-	if len(lr.Targets) != 2 {
-		t.Errorf("targets = %+v, want 2 (the run has %d callers)", lr.Targets, TargetCallers)
+	if len(lr.Targets) != 4 {
+		t.Errorf("targets = %+v, want 4, sluice and sluice batched (the run has %d callers)", lr.Targets, TargetCallers)
 	}
 }
 
@@ -190,6 +203,15 @@ func checkMemory(t *testing.T, mr *MemoryResult, cfg Config) {
 		if r.SluiceOverRedisRate <= 1 {
 			t.Errorf("%d units: sluice/redis_rate %v", r.Units, r.SluiceOverRedisRate)
 		}
+		// A counter key is a hash of a few integers, whatever the count.
+		for alg, n := range map[string]int64{"sliding-window": r.SlidingWindowBytes, "gcra": r.GCRABytes, "fixed-window": r.FixedWindowBytes} {
+			if n <= 0 || n > 200 {
+				t.Errorf("%s key of %d units: %d bytes, want at most 200", alg, r.Units, n)
+			}
+		}
+	}
+	if d := large.GCRABytes - small.GCRABytes; d < -16 || d > 16 {
+		t.Errorf("gcra key: %d bytes for %d units, %d for %d: it grows with the count", small.GCRABytes, small.Units, large.GCRABytes, large.Units)
 	}
 }
 

@@ -46,12 +46,17 @@ type Variant struct {
 	Points    []Point `json:"points"`
 }
 
-// Point is the three contenders at one number of callers.
+// Point is the contenders at one number of callers.
 type Point struct {
 	Callers   int         `json:"callers"`
 	Floor     Measurement `json:"floor"`
 	Sluice    Measurement `json:"sluice"`
 	RedisRate Measurement `json:"redis_rate"`
+
+	// SluiceBatched is Sluice's Allow on a Limiter with
+	// throttle.WithBatching's defaults; nil in results from before it was
+	// measured.
+	SluiceBatched *Measurement `json:"sluice_batched,omitempty"`
 
 	// SluiceOverFloor is Sluice's throughput over the floor's, round by
 	// round: the share of the round-trip floor that Allow achieves.
@@ -64,11 +69,21 @@ type Point struct {
 	// RedisRateOverFloor is redis_rate's throughput over the floor's, round
 	// by round: how near to the floor a script that does little gets.
 	RedisRateOverFloor Ratio `json:"redis_rate_over_floor"`
+
+	// SluiceBatchedOverFloor, SluiceBatchedOverRedisRate and
+	// SluiceBatchedOverSluice are batched Sluice's throughput over the
+	// floor's, redis_rate's and unbatched Sluice's, round by round; zero
+	// when SluiceBatched is nil.
+	SluiceBatchedOverFloor     Ratio `json:"sluice_batched_over_floor,omitzero"`
+	SluiceBatchedOverRedisRate Ratio `json:"sluice_batched_over_redis_rate,omitzero"`
+	SluiceBatchedOverSluice    Ratio `json:"sluice_batched_over_sluice,omitzero"`
 }
 
 // Target is one goal of the issue "Performance" against what was measured.
 type Target struct {
-	Name    string  `json:"name"` // "sluice_over_redis_rate" or "sluice_over_floor"
+	// Name is "sluice_over_redis_rate" or "sluice_over_floor", or the same
+	// with "sluice_batched" for the batched Limiter.
+	Name    string  `json:"name"`
 	Variant string  `json:"variant"`
 	Callers int     `json:"callers"`
 	Want    float64 `json:"want"` // the least ratio that meets it
@@ -112,7 +127,7 @@ var variants = []variantSpec{{
 	fill:   true,
 }}
 
-// contender is one of the three things measured.
+// contender is one of the things measured.
 type contender struct {
 	name   string
 	decide decideFunc
@@ -120,8 +135,8 @@ type contender struct {
 }
 
 // runLimiter runs every variant: in each round, every number of callers,
-// and at each the three contenders one after another in an order that
-// rotates from round to round.
+// and at each the contenders one after another in an order that rotates
+// from round to round.
 func runLimiter(ctx context.Context, r *runner, res *Results) error {
 	for _, s := range []*redis.Script{floorScript, lua.Allow} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
@@ -150,6 +165,9 @@ func runLimiter(ctx context.Context, r *runner, res *Results) error {
 func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string) (Variant, error) {
 	prefix := r.prefix + spec.name + ":"
 	sluice := throttle.NewLimiter(r.rdb, throttle.WithPrefix(prefix))
+	// On the same keys as sluice, so that the deny variant's fill holds
+	// for both.
+	batched := throttle.NewLimiter(r.rdb, throttle.WithPrefix(prefix), throttle.WithBatching(nil))
 	gcra := redis_rate.NewLimiter(r.rdb)
 	contenders := []contender{{
 		name: "floor",
@@ -174,6 +192,18 @@ func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string)
 			return res.Allowed > 0, nil
 		},
 		result: func(p *Point) *Measurement { return &p.RedisRate },
+	}, {
+		name: "sluice batched",
+		decide: func(ctx context.Context, key string) (bool, error) {
+			d, err := batched.Allow(ctx, key, spec.policy)
+			return d.Allowed, err
+		},
+		result: func(p *Point) *Measurement {
+			if p.SluiceBatched == nil {
+				p.SluiceBatched = &Measurement{}
+			}
+			return p.SluiceBatched
+		},
 	}}
 
 	if spec.fill {
@@ -215,7 +245,7 @@ func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string)
 					rounds[c.name] = make([][]Round, len(r.cfg.Callers))
 				}
 				rounds[c.name][ci] = append(rounds[c.name][ci], got)
-				r.logf("limiter %-5s round %d/%d callers %3d %-10s %9.0f/s  p50 %6.0f µs  p99 %6.0f µs  Redis %5.1f µs/call  allowed %3.0f%%",
+				r.logf("limiter %-5s round %d/%d callers %3d %-14s %9.0f/s  p50 %6.0f µs  p99 %6.0f µs  Redis %5.1f µs/call  allowed %3.0f%%",
 					spec.name, round+1, r.cfg.Repeat, callers, c.name, got.PerSecond, got.P50, got.P99, got.RedisUsPerCall, 100*got.AllowedShare)
 			}
 		}
@@ -228,6 +258,9 @@ func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string)
 		p.SluiceOverFloor = throughputRatio(p.Sluice.Rounds, p.Floor.Rounds)
 		p.SluiceOverRedisRate = throughputRatio(p.Sluice.Rounds, p.RedisRate.Rounds)
 		p.RedisRateOverFloor = throughputRatio(p.RedisRate.Rounds, p.Floor.Rounds)
+		p.SluiceBatchedOverFloor = throughputRatio(p.SluiceBatched.Rounds, p.Floor.Rounds)
+		p.SluiceBatchedOverRedisRate = throughputRatio(p.SluiceBatched.Rounds, p.RedisRate.Rounds)
+		p.SluiceBatchedOverSluice = throughputRatio(p.SluiceBatched.Rounds, p.Sluice.Rounds)
 		v.Points = append(v.Points, p)
 	}
 	return v, nil
@@ -271,12 +304,20 @@ func targets(lr *LimiterResult) []Target {
 			continue
 		}
 		out = append(out,
-			Target{Name: "sluice_over_redis_rate", Variant: v.Name, Callers: TargetCallers,
-				Want: TargetOverRedisRate, Got: p.SluiceOverRedisRate.Median, Met: p.SluiceOverRedisRate.Median >= TargetOverRedisRate},
-			Target{Name: "sluice_over_floor", Variant: v.Name, Callers: TargetCallers,
-				Want: TargetOverFloor, Got: p.SluiceOverFloor.Median, Met: p.SluiceOverFloor.Median >= TargetOverFloor})
+			limiterTarget("sluice_over_redis_rate", v.Name, TargetOverRedisRate, p.SluiceOverRedisRate),
+			limiterTarget("sluice_over_floor", v.Name, TargetOverFloor, p.SluiceOverFloor))
+		if p.SluiceBatched != nil {
+			out = append(out,
+				limiterTarget("sluice_batched_over_redis_rate", v.Name, TargetOverRedisRate, p.SluiceBatchedOverRedisRate),
+				limiterTarget("sluice_batched_over_floor", v.Name, TargetOverFloor, p.SluiceBatchedOverFloor))
+		}
 	}
 	return out
+}
+
+// limiterTarget checks the median of r against want, at TargetCallers.
+func limiterTarget(name, variant string, want float64, r Ratio) Target {
+	return Target{Name: name, Variant: variant, Callers: TargetCallers, Want: want, Got: r.Median, Met: r.Median >= want}
 }
 
 // commandStats is a line of INFO commandstats: calls of a command since the

@@ -52,7 +52,13 @@ func reportLimiter(w io.Writer, res *Results) {
 		"after another, against:\n\n", thousands(float64(lr.Keys)))
 	fmt.Fprintf(w, "- **floor**: `EVALSHA` of a script that returns 1, the round trip that any decision made in Redis costs at least;\n")
 	fmt.Fprintf(w, "- **redis_rate**: github.com/go-redis/redis_rate/v10 `Allow`, GCRA: one string key per limited key, one `GET` and one `SET`.\n\n")
-	fmt.Fprintf(w, "The three take turns, one measurement each, in rounds whose order rotates, so that all see the same "+
+	batched := limiterBatched(lr)
+	if batched {
+		fmt.Fprintf(w, "Sluice is measured twice: **sluice**, one script call a decision, and **sluice batched**, on a Limiter "+
+			"with `throttle.WithBatching(nil)`, which sends the decisions that callers ask for at the same time as one "+
+			"pipeline (on the same keys: the deny variant fills them for both).\n\n")
+	}
+	fmt.Fprintf(w, "The contenders take turns, one measurement each, in rounds whose order rotates, so that all see the same "+
 		"machine and Redis and none always runs first. Ratios are of throughputs within each round: the median, "+
 		"and in brackets the least and greatest.\n")
 	if len(lr.Targets) > 0 {
@@ -62,8 +68,10 @@ func reportLimiter(w io.Writer, res *Results) {
 			if t.Met {
 				verdict = "met"
 			}
+			// "sluice_batched_over_floor" reads "sluice batched/floor".
+			num, den, _ := strings.Cut(t.Name, "_over_")
 			fmt.Fprintf(w, "- %s at %d callers, %s: %.2f, want at least %.2f: **%s**\n",
-				"sluice/"+strings.TrimPrefix(t.Name, "sluice_over_"), t.Callers, t.Variant, t.Got, t.Want, verdict)
+				strings.ReplaceAll(num, "_", " ")+"/"+den, t.Callers, t.Variant, t.Got, t.Want, verdict)
 		}
 	}
 	for _, v := range lr.Variants {
@@ -76,21 +84,52 @@ func reportLimiter(w io.Writer, res *Results) {
 				thousands(p.Floor.Median.PerSecond), thousands(p.Sluice.Median.PerSecond), thousands(p.RedisRate.Median.PerSecond),
 				ratio(p.SluiceOverFloor), ratio(p.SluiceOverRedisRate), ratio(p.RedisRateOverFloor))
 		}
+		if batched {
+			fmt.Fprintf(w, "\nDecisions per second of sluice batched, and its throughput over each of the others':\n\n")
+			fmt.Fprintf(w, "| callers | sluice batched | batched/sluice | batched/floor | batched/redis_rate |\n")
+			fmt.Fprintf(w, "|---:|---:|---:|---:|---:|\n")
+			for _, p := range v.Points {
+				if p.SluiceBatched == nil {
+					continue
+				}
+				fmt.Fprintf(w, "| %d | %s | %s | %s | %s |\n", p.Callers, thousands(p.SluiceBatched.Median.PerSecond),
+					ratio(p.SluiceBatchedOverSluice), ratio(p.SluiceBatchedOverFloor), ratio(p.SluiceBatchedOverRedisRate))
+			}
+		}
 		fmt.Fprintf(w, "\nLatency of one call in µs as the caller sees it, the share of calls allowed, "+
 			"and the time Redis spent in the script per call in µs (INFO commandstats):\n\n")
 		fmt.Fprintf(w, "| callers | contender | p50 | p90 | p99 | p99.9 | allowed | Redis µs/call |\n")
 		fmt.Fprintf(w, "|---:|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, p := range v.Points {
-			for _, c := range []struct {
+			contenders := []struct {
 				name string
 				m    Measurement
-			}{{"floor", p.Floor}, {"sluice", p.Sluice}, {"redis_rate", p.RedisRate}} {
+			}{{"floor", p.Floor}, {"sluice", p.Sluice}, {"redis_rate", p.RedisRate}}
+			if p.SluiceBatched != nil {
+				contenders = append(contenders, struct {
+					name string
+					m    Measurement
+				}{"sluice batched", *p.SluiceBatched})
+			}
+			for _, c := range contenders {
 				r := c.m.Median
 				fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %.1f |\n", p.Callers, c.name,
 					thousands(r.P50), thousands(r.P90), thousands(r.P99), thousands(r.P999), percent(r.AllowedShare), r.RedisUsPerCall)
 			}
 		}
 	}
+}
+
+// limiterBatched reports whether lr measured sluice batched.
+func limiterBatched(lr *LimiterResult) bool {
+	for _, v := range lr.Variants {
+		for _, p := range v.Points {
+			if p.SluiceBatched != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // reportMemory writes the memory section.
@@ -101,13 +140,16 @@ func reportMemory(w io.Writer, res *Results) {
 	}
 	fmt.Fprintf(w, "\n## Memory per limited key\n\n")
 	fmt.Fprintf(w, "One key of each limiter after as many allowed calls, one unit each, within one window; "+
-		"`MEMORY USAGE` with `SAMPLES 0`, in bytes, key name included. Sluice keeps one sorted-set member per unit; "+
-		"redis_rate one number per key, whatever the count.\n\n")
-	fmt.Fprintf(w, "| units in the window | sluice | sluice per unit | sluice encoding | redis_rate | sluice/redis_rate |\n")
-	fmt.Fprintf(w, "|---:|---:|---:|---|---:|---:|\n")
+		"`MEMORY USAGE` with `SAMPLES 0`, in bytes, key name included. Sluice's sliding log keeps one sorted-set member per unit; "+
+		"redis_rate one number per key, whatever the count. The last three columns are Sluice keys under the "+
+		"algorithms that keep a few numbers per key, a hash each, filled to the same limit (in one call: their state "+
+		"does not depend on how the units came).\n\n")
+	fmt.Fprintf(w, "| units in the window | sluice | sluice per unit | sluice encoding | redis_rate | sluice/redis_rate | sliding-window | gcra | fixed-window |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range mr.Rows {
-		fmt.Fprintf(w, "| %s | %s | %.1f | %s | %s | %s |\n", thousands(float64(r.Units)), thousands(float64(r.SluiceBytes)),
-			r.SluiceBytesPerUnit, r.SluiceEncoding, thousands(float64(r.RedisRateBytes)), times(r.SluiceOverRedisRate))
+		fmt.Fprintf(w, "| %s | %s | %.1f | %s | %s | %s | %s | %s | %s |\n", thousands(float64(r.Units)), thousands(float64(r.SluiceBytes)),
+			r.SluiceBytesPerUnit, r.SluiceEncoding, thousands(float64(r.RedisRateBytes)), times(r.SluiceOverRedisRate),
+			thousands(float64(r.SlidingWindowBytes)), thousands(float64(r.GCRABytes)), thousands(float64(r.FixedWindowBytes)))
 	}
 }
 

@@ -42,8 +42,10 @@ func testResults() *Results {
 			Target:          TargetWorkerOverPlain,
 		},
 		Memory: &MemoryResult{Rows: []MemoryRow{
-			{Units: 10, SluiceBytes: 424, SluiceBytesPerUnit: 42.4, SluiceEncoding: "listpack", RedisRateBytes: 120, SluiceOverRedisRate: 424.0 / 120},
-			{Units: 10_000, SluiceBytes: 1_290_832, SluiceBytesPerUnit: 129.0832, SluiceEncoding: "skiplist", RedisRateBytes: 136, SluiceOverRedisRate: 1_290_832.0 / 136},
+			{Units: 10, SluiceBytes: 424, SluiceBytesPerUnit: 42.4, SluiceEncoding: "listpack", RedisRateBytes: 120, SluiceOverRedisRate: 424.0 / 120,
+				SlidingWindowBytes: 104, GCRABytes: 96, FixedWindowBytes: 88},
+			{Units: 10_000, SluiceBytes: 1_290_832, SluiceBytesPerUnit: 129.0832, SluiceEncoding: "skiplist", RedisRateBytes: 136, SluiceOverRedisRate: 1_290_832.0 / 136,
+				SlidingWindowBytes: 112, GCRABytes: 104, FixedWindowBytes: 96},
 		}},
 	}
 }
@@ -66,8 +68,8 @@ func TestWriteReport(t *testing.T) {
 		"| 32 | 90,000 | 27,000 | 30,000 | 0.30 (0.28–0.31) | 0.90 | 0.33 (0.30–0.35) |",
 		"| 32 | sluice | 350 | 700 | 1,500 | 4,200 | 100% | 13.9 |",
 		"## Memory per limited key",
-		"| 10 | 424 | 42.4 | listpack | 120 | 3.5 |",
-		"| 10,000 | 1,290,832 | 129.1 | skiplist | 136 | 9,491 |",
+		"| 10 | 424 | 42.4 | listpack | 120 | 3.5 | 104 | 96 | 88 |",
+		"| 10,000 | 1,290,832 | 129.1 | skiplist | 136 | 9,491 | 112 | 104 | 96 |",
 		"## Worker: asynq end to end",
 		"completed all 20,000 tasks",
 		"for 50 tenants in turn",
@@ -81,6 +83,48 @@ func TestWriteReport(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// TestWriteReportBatched: with sluice batched measured, the report gives
+// its throughput, ratios, latency and targets beside the unbatched ones.
+func TestWriteReportBatched(t *testing.T) {
+	t.Parallel()
+	res := testResults()
+	p := &res.Limiter.Variants[0].Points[0]
+	r := Round{Calls: 90_000, PerSecond: 45_000, AllowedShare: 1, P50: 600, P90: 900, P99: 1800, P999: 5000, RedisUsPerCall: 11.96}
+	batched := measurement([]Round{r, r})
+	p.SluiceBatched = &batched
+	p.SluiceBatchedOverSluice = Ratio{Median: 1.67, Min: 1.6, Max: 1.7}
+	p.SluiceBatchedOverFloor = Ratio{Median: 0.5, Min: 0.5, Max: 0.5}
+	p.SluiceBatchedOverRedisRate = Ratio{Median: 1.5, Min: 1.4, Max: 1.6}
+	res.Limiter.Targets = targets(res.Limiter)
+	var b strings.Builder
+	WriteReport(&b, res)
+	md := b.String()
+	for _, want := range []string{
+		"- sluice/redis_rate at 32 callers, allow: 0.90, want at least 1.00: **not met**",
+		"- sluice batched/redis_rate at 32 callers, allow: 1.50, want at least 1.00: **met**",
+		"- sluice batched/floor at 32 callers, allow: 0.50, want at least 0.85: **not met**",
+		"| 32 | 90,000 | 27,000 | 30,000 | 0.30 (0.28–0.31) | 0.90 | 0.33 (0.30–0.35) |",
+		"| callers | sluice batched | batched/sluice | batched/floor | batched/redis_rate |",
+		"| 32 | 45,000 | 1.67 (1.60–1.70) | 0.50 | 1.50 (1.40–1.60) |",
+		"| 32 | sluice batched | 600 | 900 | 1,800 | 5,000 | 100% | 12.0 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if ts := targets(res.Limiter); len(ts) != 4 {
+		t.Errorf("targets = %+v, want 4", ts)
+	}
+	// Without it, none of its parts in the limiter section.
+	b.Reset()
+	WriteReport(&b, testResults())
+	_, limiter, _ := strings.Cut(b.String(), "## Limiter")
+	limiter, _, _ = strings.Cut(limiter, "\n## ")
+	if strings.Contains(limiter, "batched") {
+		t.Errorf("limiter section without sluice batched mentions it:\n%s", limiter)
 	}
 }
 

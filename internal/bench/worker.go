@@ -152,8 +152,10 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 	}, {
 		name: "sluice",
 		wrap: func(h asynq.Handler) (asynq.Handler, error) {
-			// A Throttle of its own each round, as a worker that starts.
-			t, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(limiterPrefix)),
+			// A Throttle of its own each round, as a worker that starts,
+			// on a limiter that batches, as worker.NewServer's does.
+			l := throttle.NewLimiter(rdb, throttle.WithPrefix(limiterPrefix), throttle.WithBatching(nil))
+			t, err := worker.NewThrottle(l,
 				worker.StaticPolicies(policies), &worker.ThrottleConfig{
 					DelayedTaskCheckInterval: workerDelayedInterval,
 					FetchInterval:            workerFetchInterval,

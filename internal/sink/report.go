@@ -49,15 +49,15 @@ type Counts struct {
 	Last  time.Time `json:"last,omitzero"`
 }
 
-// receipt is one message the sink accepted.
-type receipt struct {
+// Receipt is one message the sink accepted.
+type Receipt struct {
 	ID, Tenant string
-	At         time.Time // arrival
+	At         time.Time // arrival, as the sink's clock read it once the body was read
 }
 
 // summarize returns the report of receipts for spans of length window.
-func summarize(receipts []receipt, window time.Duration) Report {
-	byTenant := map[string][]receipt{}
+func summarize(receipts []Receipt, window time.Duration) Report {
+	byTenant := map[string][]Receipt{}
 	for _, r := range receipts {
 		byTenant[r.Tenant] = append(byTenant[r.Tenant], r)
 	}
@@ -69,7 +69,7 @@ func summarize(receipts []receipt, window time.Duration) Report {
 }
 
 // count returns the figures of receipts for spans of length w.
-func count(receipts []receipt, w time.Duration) Counts {
+func count(receipts []Receipt, w time.Duration) Counts {
 	var c Counts
 	seen := map[string]int{}
 	times := make([]time.Time, len(receipts))

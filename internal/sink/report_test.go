@@ -55,7 +55,7 @@ func TestInLastWindow(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	t.Parallel()
 	ms := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Millisecond) }
-	receipts := []receipt{
+	receipts := []Receipt{
 		{"a1", "acme", ms(0)},
 		{"b1", "big", ms(0)},
 		{"a2", "acme", ms(100)},

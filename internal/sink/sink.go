@@ -32,7 +32,7 @@ type Sink struct {
 	now    func() time.Time // the clock of arrivals
 
 	mu       sync.Mutex
-	receipts []receipt              // in order of arrival
+	receipts []Receipt              // in order of arrival
 	times    map[string][]time.Time // tenant's arrivals, in order
 	ids      map[string]int         // receipts of each id
 }
@@ -77,7 +77,7 @@ func (s *Sink) receive(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	at := s.now() // under the lock, so receipts are in order of arrival
-	s.receipts = append(s.receipts, receipt{ID: m.ID, Tenant: m.Tenant, At: at})
+	s.receipts = append(s.receipts, Receipt{ID: m.ID, Tenant: m.Tenant, At: at})
 	s.times[m.Tenant] = append(s.times[m.Tenant], at)
 	s.ids[m.ID]++
 	times := s.ids[m.ID]
@@ -97,6 +97,22 @@ func (s *Sink) receive(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]string{"id": m.ID})
+}
+
+// Receipts returns a copy of every receipt so far, in order of arrival:
+// for a caller that runs the sink in its own process and counts on the
+// arrival times itself (the benchmark harness).
+func (s *Sink) Receipts() []Receipt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.receipts)
+}
+
+// Unique returns how many distinct message ids have arrived so far.
+func (s *Sink) Unique() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ids)
 }
 
 // report serves the Report of every receipt so far.

@@ -338,3 +338,36 @@ func TestConcurrentReceipts(t *testing.T) {
 		t.Errorf("tenants received %d in all, want %d", got, want)
 	}
 }
+
+// TestReceipts: Receipts gives every accepted message in order of arrival,
+// duplicates included, with the sink's clock; Unique counts distinct ids;
+// refused messages are in neither.
+func TestReceipts(t *testing.T) {
+	t.Parallel()
+	ts := newTestSink(t, 0, 300*time.Millisecond, 1200*time.Millisecond)
+	if got := ts.Receipts(); len(got) != 0 || ts.Unique() != 0 {
+		t.Errorf("before any message: %d receipts, %d unique", len(got), ts.Unique())
+	}
+	ts.sms(t, "a1", "acme")
+	ts.sms(t, "b1", "big")
+	if code, _ := ts.post(t, "", `{"id":"x","tenant":"acme"}`); code != http.StatusBadRequest {
+		t.Errorf("message without Idempotency-Key: status %d, want 400", code)
+	}
+	ts.sms(t, "a1", "acme")
+	want := []Receipt{
+		{ID: "a1", Tenant: "acme", At: t0},
+		{ID: "b1", Tenant: "big", At: t0.Add(300 * time.Millisecond)},
+		{ID: "a1", Tenant: "acme", At: t0.Add(1200 * time.Millisecond)},
+	}
+	got := ts.Receipts()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Receipts (-want +got):\n%s", diff)
+	}
+	if got, want := ts.Unique(), 2; got != want {
+		t.Errorf("Unique = %d, want %d", got, want)
+	}
+	got[0].ID = "changed"
+	if ts.Receipts()[0].ID != "a1" {
+		t.Error("Receipts returned the sink's own slice")
+	}
+}

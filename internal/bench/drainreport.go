@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// asynqRateLimitingPattern is where asynq documents its rate-limiting
+// pattern, the per-process strategy (the answer asynq's maintainers give
+// in issues #609 and #900).
+const asynqRateLimitingPattern = "https://github.com/hibiken/asynq/wiki/Rate-Limiting"
+
+// reportDrain writes the drain section.
+func reportDrain(w io.Writer, res *Results) {
+	dr := res.Drain
+	if dr == nil {
+		return
+	}
+	window := seconds(dr.WindowSeconds)
+	fmt.Fprintf(w, "\n## Drain: a backlog through %d worker processes\n\n", dr.Processes)
+	if dr.Mode != "full" {
+		fmt.Fprintf(w, "**The %s scenario** (`--drain-short`), for tests: the figures say that the section runs, not how Sluice performs.\n\n", dr.Mode)
+	}
+	fmt.Fprintf(w, "%s `sms:send` tasks for %d tenants, tenant i having a share ∝ 1/(i+1)^%g of them (the largest %s, "+
+		"the smallest %s), are enqueued on a fresh queue in an order shuffled with seed %d, all before the workers start. "+
+		"%d worker processes (the harness's own executable run again, each an asynq server with Concurrency %d unless the strategy says otherwise, "+
+		"TaskCheckInterval %v and DelayedTaskCheckInterval %v, `cmd/worker`'s defaults, and go-redis's default pool) "+
+		"send them through `worker.Webhook` to a recording HTTP provider that the harness runs on loopback "+
+		"(`internal/sink`), which notes the time each request arrives. The rules:\n\n",
+		thousands(float64(dr.Tasks)), dr.Tenants, dr.Skew, thousands(float64(slices.Max(dr.TenantTasks))),
+		thousands(float64(slices.Min(dr.TenantTasks))), dr.Seed, dr.Processes, dr.Concurrency,
+		millis(dr.TaskCheckIntervalMs), millis(dr.DelayedTaskCheckIntervalMs))
+	fmt.Fprintf(w, "```yaml\n%s```\n\n", dr.Policies)
+	fmt.Fprintf(w, "sluice and naive add the policies' default margin, %v, to each window; per-process uses the limits as written. "+
+		"Each strategy runs once, one after another, on a queue and limiter keys of its own:\n\n", millis(dr.MarginMs))
+	for _, s := range dr.Strategies {
+		about := s.About
+		if s.Name == "per-process" {
+			about += " The pattern: " + asynqRateLimitingPattern + "; burst and two buckets are this harness's reading of it."
+		}
+		fmt.Fprintf(w, "- **%s**: %s\n", s.Name, about)
+	}
+	fmt.Fprintf(w, "\nHow it is measured. Times run from the *start*, the moment the first worker process is started "+
+		"with the backlog enqueued (process start-up is part of the drain). The *ideal schedule* admits the tasks "+
+		"of the backlog, in enqueue order, at every moment every task that fits both rules as written (no margin), "+
+		"each admission leaving its window exactly %v later; it drains in **%.2f s**, the *ideal drain time* "+
+		"(%.2f s with the margin added to the windows, the best sluice and naive can do: figures in brackets are "+
+		"against that schedule). *Utilization* is the ideal drain time over the actual one, from the start to the last delivery "+
+		"(above 1 only by breaking a limit). "+
+		"*Over limit* counts arrivals at the provider, duplicates included, for which the window of %v ending at the "+
+		"arrival holds more than the rule's limit (the provider rule for all tenants together, the tenant rule for "+
+		"each tenant, added up over tenants); *most in a window* is the highest count in any window. "+
+		"*Lateness* of a tenant's k-th delivery is its arrival minus the tenant's k-th slot of the ideal schedule "+
+		"(negative: ahead of it). *Denials* are limiter calls that denied (sluice asks again when a task held in the "+
+		"worker reaches its place), *dequeues* are handler runs, each return of a task counted again; both per "+
+		"delivered task. A strategy is stopped at %.0f s (4 × the ideal drain time + 30 s in the full scenario) "+
+		"and reports what was delivered by then.\n",
+		window, dr.IdealSeconds, dr.IdealMarginSeconds, window, dr.DeadlineSeconds)
+
+	if len(dr.Targets) > 0 {
+		fmt.Fprintf(w, "\nTargets of the issue, for sluice:\n\n")
+		for _, t := range dr.Targets {
+			verdict := "not met"
+			if t.Met {
+				verdict = "met"
+			}
+			bound := "at least"
+			if t.AtMost {
+				bound = "at most"
+			}
+			var got, want string
+			switch t.Name {
+			case "violations":
+				got, want = fmt.Sprintf("arrivals over a limit: %.0f", t.Got), fmt.Sprintf("%.0f", t.Want)
+			case "utilization":
+				got, want = fmt.Sprintf("utilization: %.3f", t.Got), fmt.Sprintf("%.2f", t.Want)
+			case "denials_per_delivered":
+				got, want = fmt.Sprintf("limiter denials per delivered task: %.2f", t.Got), fmt.Sprintf("%.1f", t.Want)
+			case "p99_lateness_ms":
+				got, want = fmt.Sprintf("p99 lateness: %s ms", thousands(t.Got)), fmt.Sprintf("%s ms (one window)", thousands(t.Want))
+			default:
+				got, want = fmt.Sprintf("%s: %g", t.Name, t.Got), fmt.Sprintf("%g", t.Want)
+			}
+			fmt.Fprintf(w, "- %s, want %s %s: **%s**\n", got, bound, want, verdict)
+		}
+		if s := dr.Strategies[0]; s.Name == "sluice" && !s.Drained {
+			fmt.Fprintf(w, "\nsluice did not drain before the deadline: a target that needs the whole drain is not met.\n")
+		}
+	}
+
+	fmt.Fprintf(w, "\n| strategy | delivered | duplicates | drain s | utilization | over limit: provider | over limit: tenants (tenants) "+
+		"| most in a window: provider, tenant | denials / task | dequeues / task | lateness p50 ms | p99 ms | max ms |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range dr.Strategies {
+		util := fmt.Sprintf("%.3f (%.3f)", s.Utilization, s.MarginUtilization)
+		drain := fmt.Sprintf("%.2f", s.DrainSeconds)
+		if !s.Drained {
+			util, drain = "not drained", fmt.Sprintf("stopped at %.0f", s.DrainSeconds)
+		}
+		fmt.Fprintf(w, "| %s | %s of %s | %s | %s | %s | %s | %s (%d) | %s of %s, %d of %d | %.2f | %.2f | %s (%s) | %s (%s) | %s |\n",
+			s.Name, thousands(float64(s.Delivered)), thousands(float64(dr.Tasks)), thousands(float64(s.Duplicates)), drain, util,
+			thousands(float64(s.GlobalViolations)), thousands(float64(s.TenantViolations)), s.TenantsViolated,
+			thousands(float64(s.MaxGlobalInWindow)), thousands(float64(dr.ProviderLimit)), s.MaxTenantInWindow, dr.TenantLimit,
+			s.DenialsPerDelivered, s.DequeuesPerDelivered,
+			thousands(s.LatenessP50Ms), thousands(s.MarginLatenessP50Ms), thousands(s.LatenessP99Ms), thousands(s.MarginLatenessP99Ms),
+			thousands(s.LatenessMaxMs))
+	}
+
+	fmt.Fprintf(w, "\nWhat the worker processes counted, added up (each process's own are in results.json): limiter calls "+
+		"(Redis for sluice and naive, the local buckets for per-process), provider calls, and runs that ended throttled "+
+		"(back through the retry set) or in another error. The first delivery is from the start; enqueueing came before it.\n\n")
+	fmt.Fprintf(w, "| strategy | dequeues | limiter calls | denials | admissions | limiter errors | provider calls | throttled runs | failed runs | first delivery s | enqueue s |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range dr.Strategies {
+		missing := ""
+		var lost []string
+		for _, p := range s.Processes {
+			if p.Missing {
+				lost = append(lost, fmt.Sprint(p.Process))
+			}
+		}
+		if len(lost) > 0 {
+			missing = " (without process " + strings.Join(lost, ", ") + ": no counters)"
+		}
+		fmt.Fprintf(w, "| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", s.Name, missing,
+			thousands(float64(s.Dequeues)), thousands(float64(s.Decisions)), thousands(float64(s.Denials)),
+			thousands(float64(s.Admissions)), thousands(float64(s.LimiterErrors)), thousands(float64(s.Sends)),
+			thousands(float64(s.Throttled)), thousands(float64(s.Failed)), s.FirstDeliverySeconds, s.EnqueueSeconds)
+	}
+	fmt.Fprintf(w, "\nThe plots: for each %v of the drain, the most arrivals at the provider in any window of %v that "+
+		"ends within it, the count each rule holds to its limit.\n", millis(firstSeriesStep(dr)), window)
+	embedPlot(w, res, "drain-sluice.png")
+	embedPlot(w, res, "drain-strategies.png")
+}
+
+// firstSeriesStep is the sampling step of the drain series, ms.
+func firstSeriesStep(dr *DrainResult) float64 {
+	for _, s := range dr.Strategies {
+		if s.Series.StepMs > 0 {
+			return s.Series.StepMs
+		}
+	}
+	return float64(seriesStep) / float64(time.Millisecond)
+}
