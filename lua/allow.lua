@@ -94,6 +94,78 @@ for i = 1, n do
   end
 end
 
+-- admit records cost units of log check i at now.
+local function admit(i)
+  -- Members must be unique even when many units land in one microsecond.
+  -- They are named after the stamp and the count before this call, which
+  -- only grows within one microsecond for one window. A key called with two
+  -- windows in one microsecond can repeat a name: ZADD NX refuses it, and the
+  -- refused units are named after the number of members at this score
+  -- instead (which only grows within the microsecond), marked 'z' so the two
+  -- kinds never meet.
+  local key, cost = KEYS[i], costs[i]
+  local done, refused = 0, 0
+  while done < cost do
+    local args = {'NX'}
+    local batch = math.min(cost - done, 500)
+    for j = 1, batch do
+      args[2 * j] = now
+      args[2 * j + 1] = stamp .. '-' .. (counts[i] + done + j - 1)
+    end
+    refused = refused + batch - redis.call('ZADD', key, unpack(args))
+    done = done + batch
+  end
+  if refused > 0 then
+    local seq = redis.call('ZCOUNT', key, now, now)
+    done = 0
+    while done < refused do
+      local args = {}
+      local batch = math.min(refused - done, 500)
+      for j = 1, batch do
+        args[2 * j - 1] = now
+        args[2 * j] = stamp .. '-z' .. (seq + done + j - 1)
+      end
+      redis.call('ZADD', key, unpack(args))
+      done = done + batch
+    end
+  end
+  counts[i] = counts[i] + cost
+end
+
+-- The common case, first and with nothing more set up: only sliding logs,
+-- each with room now for all it holds (places too) and this request, and no
+-- place of this caller to claim.
+if #counters == 0 and mode ~= '0' then
+  local roomy = true
+  for i = 1, n do
+    if counts[i] + costs[i] > limits[i] then
+      roomy = false
+      break
+    end
+  end
+  if roomy and mode == '2' and redis.call('ZSCORE', KEYS[1], '@' .. id .. '#1') then
+    roomy = false
+  end
+  if roomy then
+    local fast = {1}
+    for i = 1, n do
+      local before = counts[i]
+      admit(i)
+      -- The key goes shortly after its newest member leaves the window: this
+      -- one, or a place ahead.
+      local reset = windows[i]
+      if before > 0 then
+        local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
+        reset = tonumber(last[2]) + windows[i] - now
+      end
+      redis.call('PEXPIRE', KEYS[i], math.floor(reset / 1000) + 1)
+      fast[4 * i - 2], fast[4 * i - 1], fast[4 * i], fast[4 * i + 1] = 1, counts[i], 0, reset
+    end
+    fast[4 * n + 2], fast[4 * n + 3], fast[4 * n + 4] = 0, 0, 0
+    return fast
+  end
+end
+
 -- tail is the time from which cost units always fit log check i: one window
 -- after the member that the request needs gone when it counts every member,
 -- future places included. No window holding that time or a later one holds
@@ -192,40 +264,7 @@ end
 -- record admits the request now in every check.
 local function record()
   for _, i in ipairs(logs) do
-    -- Members must be unique even when many units land in one microsecond.
-    -- They are named after the stamp and the count before this call, which
-    -- only grows within one microsecond for one window. A key called with
-    -- two windows in one microsecond can repeat a name: ZADD NX refuses it,
-    -- and the refused units are named after the number of members at this
-    -- score instead (which only grows within the microsecond), marked 'z'
-    -- so the two kinds never meet.
-    local key, cost = KEYS[i], costs[i]
-    local done, refused = 0, 0
-    while done < cost do
-      local args = {'NX'}
-      local batch = math.min(cost - done, 500)
-      for j = 1, batch do
-        args[2 * j] = now
-        args[2 * j + 1] = stamp .. '-' .. (counts[i] + done + j - 1)
-      end
-      refused = refused + batch - redis.call('ZADD', key, unpack(args))
-      done = done + batch
-    end
-    if refused > 0 then
-      local seq = redis.call('ZCOUNT', key, now, now)
-      done = 0
-      while done < refused do
-        local args = {}
-        local batch = math.min(refused - done, 500)
-        for j = 1, batch do
-          args[2 * j - 1] = now
-          args[2 * j] = stamp .. '-z' .. (seq + done + j - 1)
-        end
-        redis.call('ZADD', key, unpack(args))
-        done = done + batch
-      end
-    end
-    counts[i] = counts[i] + cost
+    admit(i)
   end
   for _, i in ipairs(counters) do
     counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i])
@@ -233,6 +272,9 @@ local function record()
 end
 
 -- The counters first: they only look.
+if #counters > 0 then
+  define_counters()
+end
 local counterAt = now
 for _, i in ipairs(counters) do
   local allowed, count, retry, reset, state = counter_check(algs[i], KEYS[i], limits[i], windows[i], costs[i], now)

@@ -11,7 +11,10 @@ whatever its limit, beside the exact sliding-window log of allow.lua:
                     the window since the epoch of the Redis clock
 
 This chunk defines two local functions and no global; package lua puts it in
-front of allow.lua, whose checks call them:
+front of allow.lua, whose checks call them. They are set by a call of
+define_counters(), which allow.lua makes only when a check needs them: a
+call of the script creates the closures of the functions it defines, and
+the sliding log alone should not pay for them:
 
   counter_check(alg, key, limit, window, cost, now)
       -> allowed, count, retry, reset, state
@@ -76,7 +79,7 @@ Every figure returned is an integer. The keys:
 ]]
 
 local counter_check, counter_record
-do
+local function define_counters()
   local floor, ceil, fmod = math.floor, math.ceil, math.fmod
 
   -- divmod returns floor(a / b) and the remainder, exactly for integers

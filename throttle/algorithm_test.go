@@ -26,6 +26,7 @@ import (
 // ARGV[6] is "1", counter_record, and replies {allowed, count, retry, reset}.
 // ARGV: algorithm, limit, window (µs), cost, now (µs), record.
 const counterDriver = `
+define_counters()
 local alg, key = ARGV[1], KEYS[1]
 local limit, window, cost, now = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local allowed, count, retry, reset, state = counter_check(alg, key, limit, window, cost, now)

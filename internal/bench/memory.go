@@ -48,6 +48,7 @@ type MemoryRow struct {
 // and a test runs it against the accuracy section's models; the Limiter
 // runs the same functions inside its decision script.
 var counterScript = redis.NewScript(lua.CountersSource() + `
+define_counters()
 local now = tonumber(ARGV[5])
 if not now then
   local t = redis.call('TIME')
