@@ -154,10 +154,12 @@ type DrainCounts struct {
 
 	// Limiter calls: Redis calls for sluice (every call of its Throttle:
 	// a task held for its place in line asks again) and naive, the local
-	// token buckets for per-process. A call is a denial, an admission or
-	// an error.
+	// token buckets for per-process. A call is a denial, an early return
+	// (sluice: a task back from the retry set before its place, told the
+	// time left; it changes nothing), an admission or an error.
 	Decisions     int64 `json:"decisions"`
 	Denials       int64 `json:"denials"`
+	Early         int64 `json:"early"`
 	Admissions    int64 `json:"admissions"`
 	LimiterErrors int64 `json:"limiter_errors"`
 
@@ -172,6 +174,7 @@ func (c *DrainCounts) add(o DrainCounts) {
 	c.Dequeues += o.Dequeues
 	c.Decisions += o.Decisions
 	c.Denials += o.Denials
+	c.Early += o.Early
 	c.Admissions += o.Admissions
 	c.LimiterErrors += o.LimiterErrors
 	c.Sends += o.Sends

@@ -54,8 +54,9 @@ func reportDrain(w io.Writer, res *Results) {
 		"arrival holds more than the rule's limit (the provider rule for all tenants together, the tenant rule for "+
 		"each tenant, added up over tenants); *most in a window* is the highest count in any window. "+
 		"*Lateness* of a tenant's k-th delivery is its arrival minus the tenant's k-th slot of the ideal schedule "+
-		"(negative: ahead of it). *Denials* are limiter calls that denied (sluice asks again when a task held in the "+
-		"worker reaches its place), *dequeues* are handler runs, each return of a task counted again; both per "+
+		"(negative: ahead of it). *Denials* are limiter calls that denied; a task of sluice back from the "+
+		"retry set before its place is told the time left, an *early* return that changes nothing, counted apart; "+
+		"*dequeues* are handler runs, each return of a task counted again; both per "+
 		"delivered task. A strategy is stopped at %.0f s (4 × the ideal drain time + 30 s in the full scenario) "+
 		"and reports what was delivered by then.\n",
 		window, dr.IdealSeconds, dr.IdealMarginSeconds, window, dr.DeadlineSeconds)
@@ -112,8 +113,8 @@ func reportDrain(w io.Writer, res *Results) {
 	fmt.Fprintf(w, "\nWhat the worker processes counted, added up (each process's own are in results.json): limiter calls "+
 		"(Redis for sluice and naive, the local buckets for per-process), provider calls, and runs that ended throttled "+
 		"(back through the retry set) or in another error. The first delivery is from the start; enqueueing came before it.\n\n")
-	fmt.Fprintf(w, "| strategy | dequeues | limiter calls | denials | admissions | limiter errors | provider calls | throttled runs | failed runs | first delivery s | enqueue s |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| strategy | dequeues | limiter calls | denials | early | admissions | limiter errors | provider calls | throttled runs | failed runs | first delivery s | enqueue s |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range dr.Strategies {
 		missing := ""
 		var lost []string
@@ -125,8 +126,8 @@ func reportDrain(w io.Writer, res *Results) {
 		if len(lost) > 0 {
 			missing = " (without process " + strings.Join(lost, ", ") + ": no counters)"
 		}
-		fmt.Fprintf(w, "| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", s.Name, missing,
-			thousands(float64(s.Dequeues)), thousands(float64(s.Decisions)), thousands(float64(s.Denials)),
+		fmt.Fprintf(w, "| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", s.Name, missing,
+			thousands(float64(s.Dequeues)), thousands(float64(s.Decisions)), thousands(float64(s.Denials)), thousands(float64(s.Early)),
 			thousands(float64(s.Admissions)), thousands(float64(s.LimiterErrors)), thousands(float64(s.Sends)),
 			thousands(float64(s.Throttled)), thousands(float64(s.Failed)), s.FirstDeliverySeconds, s.EnqueueSeconds)
 	}

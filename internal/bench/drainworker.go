@@ -88,7 +88,7 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 			ShutdownTimeout: drainShutdownTimeout,
 			ErrorHandler:    errorHandler,
 			Logger:          logger,
-			OnDecision:      func(e worker.DecisionEvent) { c.decision(e.Decision.Allowed, e.Err) },
+			OnDecision:      func(e worker.DecisionEvent) { c.decision(e.Decision.Allowed, e.Decision.Early, e.Err) },
 		})
 		if err != nil {
 			return err
@@ -157,7 +157,7 @@ func naiveMiddleware(l *throttle.Limiter, policies *worker.Policies, c *drainCou
 				checks[i] = a.Check
 			}
 			md, err := l.AllowMulti(ctx, checks)
-			c.decision(md.Allowed, err)
+			c.decision(md.Allowed, false, err)
 			switch {
 			case err != nil:
 				return &worker.ThrottledError{RetryAfter: time.Second, By: "limiter unavailable", Err: err}
@@ -196,7 +196,7 @@ func perProcessMiddleware(limits *localLimits, c *drainCounters) func(asynq.Hand
 		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 			allowed, checked := limits.allow(task.Type(), task.Headers()[producer.HeaderTenant])
 			if checked {
-				c.decision(allowed, nil)
+				c.decision(allowed, false, nil)
 			}
 			if !allowed {
 				return &rateLimitError{RetryIn: time.Duration(rand.IntN(10)) * time.Second}
@@ -264,18 +264,21 @@ func (l *localLimits) bucket(taskType string, r worker.Rule, tenant string) *rat
 
 // drainCounters is what a worker process counts, safe for concurrent use.
 type drainCounters struct {
-	decisions, denials, admissions, limiterErrors atomic.Int64
-	sends, sendErrors, throttled, failed          atomic.Int64
+	decisions, denials, early, admissions, limiterErrors atomic.Int64
+	sends, sendErrors, throttled, failed                 atomic.Int64
 }
 
-// decision counts one limiter call.
-func (c *drainCounters) decision(allowed bool, err error) {
+// decision counts one limiter call. An early return (a task back before
+// its place, told the time left) is not a denial: it changed nothing.
+func (c *drainCounters) decision(allowed, early bool, err error) {
 	c.decisions.Add(1)
 	switch {
 	case err != nil:
 		c.limiterErrors.Add(1)
 	case allowed:
 		c.admissions.Add(1)
+	case early:
+		c.early.Add(1)
 	default:
 		c.denials.Add(1)
 	}
@@ -296,7 +299,7 @@ func (c *drainCounters) handleError(_ context.Context, _ *asynq.Task, err error)
 // is a provider call that succeeded.
 func (c *drainCounters) snapshot() DrainCounts {
 	d := DrainCounts{
-		Decisions: c.decisions.Load(), Denials: c.denials.Load(), Admissions: c.admissions.Load(), LimiterErrors: c.limiterErrors.Load(),
+		Decisions: c.decisions.Load(), Denials: c.denials.Load(), Early: c.early.Load(), Admissions: c.admissions.Load(), LimiterErrors: c.limiterErrors.Load(),
 		Sends: c.sends.Load(), SendErrors: c.sendErrors.Load(), Throttled: c.throttled.Load(), Failed: c.failed.Load(),
 	}
 	d.Dequeues = d.Sends - d.SendErrors + d.Throttled + d.Failed
