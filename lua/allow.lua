@@ -166,6 +166,30 @@ if #counters == 0 and mode ~= '0' then
   end
 end
 
+-- last returns the score of log check i's newest member (false when it has
+-- none), read once: writes that know it keep it up to date, others forget
+-- it.
+local newest = {}
+local function last(i)
+  if newest[i] == nil then
+    newest[i] = false
+    if counts[i] > 0 then
+      local e = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
+      if e[2] then
+        newest[i] = tonumber(e[2])
+      end
+    end
+  end
+  return newest[i]
+end
+
+-- wrote notes a member of log check i written at score.
+local function wrote(i, score)
+  if newest[i] ~= nil then
+    newest[i] = math.max(newest[i] or score, score)
+  end
+end
+
 -- tail is the time from which cost units always fit log check i: one window
 -- after the member that the request needs gone when it counts every member,
 -- future places included. No window holding that time or a later one holds
@@ -190,6 +214,11 @@ local function earliest(i, from)
   local key, limit, window, cost = KEYS[i], limits[i], windows[i], costs[i]
   if counts[i] + cost <= limit then
     return from
+  end
+  local nw = last(i)
+  if nw and nw <= from then
+    -- Nothing ahead of from: the tail is the answer.
+    return math.max(from, tail(i))
   end
   local at, spent = from, 0
   while spent < budget do
@@ -250,13 +279,11 @@ end
 local function settle()
   for _, i in ipairs(logs) do
     resets[i] = 0
-    if counts[i] > 0 then
-      local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
-      if last[2] then
-        local reset = tonumber(last[2]) + windows[i] - now
-        resets[i] = reset
-        redis.call('PEXPIRE', KEYS[i], math.floor(reset / 1000) + 1)
-      end
+    local nw = last(i)
+    if nw then
+      local reset = nw + windows[i] - now
+      resets[i] = reset
+      redis.call('PEXPIRE', KEYS[i], math.floor(reset / 1000) + 1)
     end
   end
 end
@@ -265,6 +292,7 @@ end
 local function record()
   for _, i in ipairs(logs) do
     admit(i)
+    wrote(i, now)
   end
   for _, i in ipairs(counters) do
     counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i])
@@ -336,6 +364,7 @@ if mode == '2' and #logs > 0 then
         members[j] = '@' .. id .. '#' .. j
       end
       counts[i] = counts[i] - redis.call('ZREM', KEYS[i], unpack(members))
+      newest[i] = nil
     end
   end
 end
@@ -401,6 +430,7 @@ if mode == '2' and #logs > 0 then
     end
     redis.call('ZADD', KEYS[i], unpack(args))
     counts[i] = counts[i] + costs[i]
+    wrote(i, at)
   end
 end
 settle()

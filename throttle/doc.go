@@ -49,6 +49,24 @@
 // Window; see Algorithm, and docs/LIMITER.md for their measured memory and
 // error. Checks of different algorithms combine in one AllowMulti.
 //
+// # Places in line
+//
+// AllowInLine is for callers that come back when told, such as queued tasks.
+// A denied caller's place, the earliest time at which it fits every check
+// counting the places given before, is reserved in every sliding-log window
+// as a member scored at that time, so that no later caller can take its
+// slot; back at its place (within WithLineTolerance), it is admitted as of
+// it. A backlog denied at once is thus sent back one slot after another,
+// not all to the exit of the oldest entry, and a place given by one check
+// (a tenant's quota) holds its slot in the others (the provider's limit).
+//
+// # Batching
+//
+// WithBatching sends the decisions that goroutines ask for at the same time
+// to Redis as one pipeline, each still its own atomic script with its own
+// reply: fewer round trips and system calls when many goroutines share a
+// Limiter, and no wait when they do not.
+//
 // # Keys
 //
 // Any non-empty string is a key. The Redis key is
