@@ -77,8 +77,7 @@ local function excl(x) return string.format('(%d', x) end
 -- end of the window's members, a time that always fits.
 local budget = 200
 
-local limits, windows, costs, algs = {}, {}, {}, {}
-local counts, own, retries, resets, states = {}, {}, {}, {}, {}
+local limits, windows, costs, algs, counts = {}, {}, {}, {}, {}
 local logs, counters = {}, {}
 for i = 1, n do
   limits[i] = tonumber(ARGV[4 * i])
@@ -165,6 +164,8 @@ if #counters == 0 and mode ~= '0' then
     return fast
   end
 end
+
+local own, retries, resets, states = {}, {}, {}, {}
 
 -- last returns the score of log check i's newest member (false when it has
 -- none), read once: writes that know it keep it up to date, others forget
