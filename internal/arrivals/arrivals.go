@@ -12,14 +12,9 @@ import (
 // sliding-window limit of w counts, where an entry w old has left. times
 // need not be sorted and are not changed.
 func MaxInWindow(times []time.Time, w time.Duration) int {
-	ts := slices.Clone(times)
-	slices.SortFunc(ts, time.Time.Compare)
-	best, lo := 0, 0
-	for hi := range ts {
-		for ts[hi].Sub(ts[lo]) >= w {
-			lo++
-		}
-		best = max(best, hi-lo+1)
+	best := 0
+	for _, n := range inWindow(times, w) {
+		best = max(best, n)
 	}
 	return best
 }
@@ -32,16 +27,28 @@ func MaxInWindow(times []time.Time, w time.Duration) int {
 // window. Of arrivals at the same instant, the later ones in times are the
 // ones over. times need not be sorted and are not changed.
 func OverLimit(times []time.Time, w time.Duration, limit int) int {
-	ts := slices.Clone(times)
-	slices.SortStableFunc(ts, time.Time.Compare)
-	over, lo := 0, 0
-	for hi := range ts {
-		for ts[hi].Sub(ts[lo]) >= w {
-			lo++
-		}
-		if hi-lo+1 > limit {
+	over := 0
+	for _, n := range inWindow(times, w) {
+		if n > limit {
 			over++
 		}
 	}
 	return over
+}
+
+// inWindow returns, for each of times in order of time (stable), how many
+// arrivals the span of w that ends with it holds, itself and those before
+// it included.
+func inWindow(times []time.Time, w time.Duration) []int {
+	ts := slices.Clone(times)
+	slices.SortStableFunc(ts, time.Time.Compare)
+	out := make([]int, len(ts))
+	lo := 0
+	for hi := range ts {
+		for ts[hi].Sub(ts[lo]) >= w {
+			lo++
+		}
+		out[hi] = hi - lo + 1
+	}
+	return out
 }

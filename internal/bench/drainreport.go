@@ -64,10 +64,6 @@ func reportDrain(w io.Writer, res *Results) {
 	if len(dr.Targets) > 0 {
 		fmt.Fprintf(w, "\nTargets of the issue, for sluice:\n\n")
 		for _, t := range dr.Targets {
-			verdict := "not met"
-			if t.Met {
-				verdict = "met"
-			}
 			bound := "at least"
 			if t.AtMost {
 				bound = "at most"
@@ -85,7 +81,7 @@ func reportDrain(w io.Writer, res *Results) {
 			default:
 				got, want = fmt.Sprintf("%s: %g", t.Name, t.Got), fmt.Sprintf("%g", t.Want)
 			}
-			fmt.Fprintf(w, "- %s, want %s %s: **%s**\n", got, bound, want, verdict)
+			fmt.Fprintf(w, "- %s, want %s %s: **%s**\n", got, bound, want, verdict(t.Met))
 		}
 		if s := dr.Strategies[0]; s.Name == "sluice" && !s.Drained {
 			fmt.Fprintf(w, "\nsluice did not drain before the deadline: a target that needs the whole drain is not met.\n")

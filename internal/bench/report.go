@@ -64,14 +64,10 @@ func reportLimiter(w io.Writer, res *Results) {
 	if len(lr.Targets) > 0 {
 		fmt.Fprintf(w, "\nTargets of the issue \"Performance\":\n\n")
 		for _, t := range lr.Targets {
-			verdict := "not met"
-			if t.Met {
-				verdict = "met"
-			}
 			// "sluice_batched_over_floor" reads "sluice batched/floor".
 			num, den, _ := strings.Cut(t.Name, "_over_")
 			fmt.Fprintf(w, "- %s at %d callers, %s: %.2f, want at least %.2f: **%s**\n",
-				strings.ReplaceAll(num, "_", " ")+"/"+den, t.Callers, t.Variant, t.Got, t.Want, verdict)
+				strings.ReplaceAll(num, "_", " ")+"/"+den, t.Callers, t.Variant, t.Got, t.Want, verdict(t.Met))
 		}
 	}
 	for _, v := range lr.Variants {
@@ -172,12 +168,8 @@ func reportWorker(w io.Writer, res *Results) {
 		"alternates from round to round, after an uncounted round of each with a tenth of the tasks; the ratio is of "+
 		"throughputs within each round: the median, and in brackets the least and greatest.\n\n",
 		wr.Concurrency, millis(wr.TaskCheckIntervalMs), millis(wr.DelayedTaskCheckIntervalMs))
-	verdict := "not met"
-	if wr.TargetMet {
-		verdict = "met"
-	}
 	fmt.Fprintf(w, "Target of the issue \"Performance\": sluice/plain %.2f, want at least %.2f: **%s**\n\n",
-		wr.SluiceOverPlain.Median, wr.Target, verdict)
+		wr.SluiceOverPlain.Median, wr.Target, verdict(wr.TargetMet))
 	fmt.Fprintf(w, "Tasks per second (the median of the rounds, the least and the greatest), and the CPU time of the "+
 		"Redis process per task in µs, user and system, its network I/O and asynq's background work included (INFO cpu):\n\n")
 	fmt.Fprintf(w, "| server | tasks/s | least | greatest | rounds | Redis CPU µs/task |\n")
@@ -196,6 +188,14 @@ func reportWorker(w io.Writer, res *Results) {
 	}
 	fmt.Fprintf(w, "\nsluice/plain: %s\n", ratio(wr.SluiceOverPlain))
 	fmt.Fprintf(w, "\nThe policies of the sluice server:\n\n```yaml\n%s```\n", wr.Policies)
+}
+
+// verdict reads whether a target was met.
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "not met"
 }
 
 // ratio formats r as "0.93 (0.90–0.95)", or "0.93" when every round gave
