@@ -4,9 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
@@ -227,49 +233,121 @@ func TestReadBulkStops(t *testing.T) {
 	}
 }
 
-// FuzzReadBulk checks that ReadBulk never panics, numbers lines in order,
-// reports every bad line as a *LineError matching ErrInvalid, and gives
-// only tasks whose payloads the workers accept.
+// FuzzReadBulk checks that ReadBulk never panics, calls fn once for each
+// line that is not blank and for no other, in order, with the line's number;
+// reports every bad line as a *LineError matching ErrInvalid whose message,
+// one line of bounded length, starts with the line's number; and gives only
+// tasks that the client and the workers accept: a known type, a payload that
+// decodes, a valid tenant and retry budget, and options within their bounds.
 func FuzzReadBulk(f *testing.F) {
 	for _, s := range []string{
 		"", "\n", smsLine, emailLine + "\r\n" + smsLine, "null", "[]", "{}", smsLine + smsLine,
 		`{"type":"sms","tenant":"acme","to":"+15551234567","body":"hi","max_retry":1e3,"id":"x","queue":"q","process_in":"1s"}`,
+		`{"type":"sms:send","tenant":"acme","to":"+15551234567","body":"hi","max_retry":2147483646,"id":"\u00e9","queue":"a:b","process_at":"2030-01-02T15:04:05+01:00"}`,
+		`{"type":"email","tenant":"acme","to":"ada@example.com","subject":"Hi","body":"Hello","` + strings.Repeat("k", 300) + `":1}`,
+		`{"type":"sms","tenant":"ac{me}","to":"+15551234567","body":"hi"}`,
 		"\xef\xbb\xbf{\"type\":\"email\"}\n\r\n",
+		"\r\n \t\r\n\xef\xbb\xbf\n\x00\n\xff",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, input string) {
-		last := 0
+		// The lines fn must be called for, by number: those that are not
+		// blank once the byte order mark of the first is dropped.
+		var want []int
+		for i, line := range strings.Split(input, "\n") {
+			if i == 0 {
+				line = strings.TrimPrefix(line, "\xef\xbb\xbf")
+			}
+			if strings.Trim(line, " \t\r") != "" {
+				want = append(want, i+1)
+			}
+		}
+		var got []int
 		err := producer.ReadBulk(strings.NewReader(input), func(line int, task *asynq.Task, opts []asynq.Option, err error) error {
-			if line <= last {
-				t.Fatalf("line %d after line %d", line, last)
-			}
-			last = line
+			got = append(got, line)
 			if err != nil {
-				if _, ok := errors.AsType[*producer.LineError](err); !ok || !errors.Is(err, producer.ErrInvalid) {
-					t.Fatalf("line %d: error %v is not a *LineError matching ErrInvalid", line, err)
-				}
-				return nil
-			}
-			var derr error
-			switch task.Type() {
-			case producer.TypeSMS:
-				_, derr = producer.DecodeSMS(task.Payload())
-			case producer.TypeEmail:
-				_, derr = producer.DecodeEmail(task.Payload())
-			default:
-				t.Fatalf("line %d: task type %q", line, task.Type())
-			}
-			if derr != nil {
-				t.Fatalf("line %d: the payload of the task does not decode: %v", line, derr)
-			}
-			if err := producer.ValidateTenant(task.Headers()[producer.HeaderTenant]); err != nil {
-				t.Fatalf("line %d: %v", line, err)
+				checkLineError(t, line, task, opts, err)
+			} else {
+				checkBulkTask(t, line, task, opts)
 			}
 			return nil
 		})
 		if err != nil {
 			t.Fatalf("ReadBulk: %v", err)
 		}
+		if !slices.Equal(got, want) {
+			t.Errorf("fn called for lines %v, want %v", got, want)
+		}
 	})
+}
+
+// checkLineError checks what ReadBulk gave fn for a bad line.
+func checkLineError(t *testing.T, line int, task *asynq.Task, opts []asynq.Option, err error) {
+	t.Helper()
+	if task != nil || opts != nil {
+		t.Errorf("line %d: task %v and options %v with error %v", line, task, opts, err)
+	}
+	le, ok := errors.AsType[*producer.LineError](err)
+	if !ok || !errors.Is(err, producer.ErrInvalid) || le.Line != line {
+		t.Fatalf("line %d: error %v is not a *LineError of that line matching ErrInvalid", line, err)
+	}
+	msg := err.Error()
+	if prefix := fmt.Sprintf("line %d: invalid task: ", line); !strings.HasPrefix(msg, prefix) || len(msg) == len(prefix) {
+		t.Errorf("line %d: error %.300q does not start with %q and say what is wrong", line, msg, prefix)
+	}
+	if strings.ContainsAny(msg, "\r\n") || len(msg) > maxErrorLen {
+		t.Errorf("line %d: error of %d bytes, want one line of at most %d: %.300q", line, len(msg), maxErrorLen, msg)
+	}
+}
+
+// checkBulkTask checks a task and its options that ReadBulk accepted.
+func checkBulkTask(t *testing.T, line int, task *asynq.Task, opts []asynq.Option) {
+	t.Helper()
+	var err error
+	switch task.Type() {
+	case producer.TypeSMS:
+		_, err = producer.DecodeSMS(task.Payload())
+	case producer.TypeEmail:
+		_, err = producer.DecodeEmail(task.Payload())
+	default:
+		t.Fatalf("line %d: task type %q", line, task.Type())
+	}
+	if err != nil {
+		t.Errorf("line %d: the payload of the task does not decode: %v", line, err)
+	}
+	if err := producer.ValidateTenant(task.Headers()[producer.HeaderTenant]); err != nil {
+		t.Errorf("line %d: %v", line, err)
+	}
+	if n, err := strconv.Atoi(task.Headers()[producer.HeaderMaxRetry]); err != nil || n < 0 || n >= math.MaxInt32 {
+		t.Errorf("line %d: header %s = %q, want 0 to %d", line, producer.HeaderMaxRetry, task.Headers()[producer.HeaderMaxRetry], math.MaxInt32-1)
+	}
+	seen := map[asynq.OptionType]bool{}
+	for _, o := range opts {
+		if seen[o.Type()] {
+			t.Errorf("line %d: option %v given twice", line, o)
+		}
+		seen[o.Type()] = true
+		switch v := o.Value(); o.Type() {
+		case asynq.TaskIDOpt:
+			id := v.(string)
+			if id == "" || len(id) > 255 || !utf8.ValidString(id) || strings.IndexFunc(id, unicode.IsControl) >= 0 {
+				t.Errorf("line %d: task ID %.300q", line, id)
+			}
+		case asynq.QueueOpt:
+			if q := v.(string); q == "" || len(q) > 64 || strings.ContainsAny(q, "{}, =\x00\n") {
+				t.Errorf("line %d: queue %.300q", line, q)
+			}
+		case asynq.ProcessInOpt:
+			if d := v.(time.Duration); d < 0 {
+				t.Errorf("line %d: ProcessIn(%v)", line, d)
+			}
+		case asynq.ProcessAtOpt:
+		default:
+			t.Errorf("line %d: option %v", line, o)
+		}
+	}
+	if seen[asynq.ProcessInOpt] && seen[asynq.ProcessAtOpt] {
+		t.Errorf("line %d: both ProcessIn and ProcessAt", line)
+	}
 }

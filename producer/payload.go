@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 )
 
 // encode returns the JSON of a message, with <, > and & left as they are
@@ -31,6 +33,14 @@ func decode(payload []byte, v any) error {
 		}
 		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
 			return &FieldError{Field: te.Field, Value: "(" + te.Value + ")", Problem: "is not a JSON " + te.Type.String()}
+		}
+		// encoding/json quotes an unknown field's name whole: cut it as
+		// FieldError cuts values, so that a 1 MB name does not make a
+		// 1 MB message.
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			if name, uerr := strconv.Unquote(name); uerr == nil {
+				return fmt.Errorf("%w: json: unknown field %s", ErrInvalid, quote(name))
+			}
 		}
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

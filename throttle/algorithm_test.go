@@ -511,7 +511,7 @@ func TestRedisKeyFor(t *testing.T) {
 	}
 
 	seen := map[string]string{}
-	for _, k := range hostileKeys() {
+	for _, k := range throttle.HostileKeys() {
 		log, err := l.RedisKey(k)
 		if err != nil {
 			t.Fatal(err)

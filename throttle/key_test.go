@@ -9,29 +9,12 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// hostileKeys are keys that have broken key schemes: braces that would move
-// the hash tag, colons, escapes, separators, control bytes, invalid UTF-8,
-// and long keys on both sides of MaxRawKeyLen.
-func hostileKeys() []string {
-	long := strings.Repeat("x", 10_000)
-	edge := strings.Repeat("a", throttle.MaxRawKeyLen)
-	return []string{
-		"a", "A", "a ", " a", "a:b", "a::b", ":", "a b",
-		"{", "}", "{}", "}{", "{a}", "a}b", "{limits}", "{limits}:a", "limits}:a",
-		"%", "%25", "%7B", "%7D", "%23", "#", "##", "#" + strings.Repeat("0", 64),
-		"é", "e\u0301", "日本語", "\x00", "a\x00b", "\xff\xfe", "\xc3", "line\nbreak", "tab\tx", "\r\n",
-		edge, edge + "a", edge[:len(edge)-1] + "%",
-		long, long[:len(long)-1] + "y", long + "x",
-		strings.Repeat("{", 1<<20),
-	}
-}
-
 // TestHostileKeysHaveWindowsOfTheirOwn gives every hostile key a limit of
 // one: each must be admitted once and denied after, so no two share a
 // window, and each Redis key must start with the prefix.
 func TestHostileKeysHaveWindowsOfTheirOwn(t *testing.T) {
 	t.Parallel()
-	keys := hostileKeys()
+	keys := throttle.HostileKeys()
 	p := throttle.PerMinute(1)
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		ctx := context.Background()

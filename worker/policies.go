@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -211,17 +213,18 @@ func ParsePolicies(source string, data []byte) (*Policies, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		// yaml lists each problem on a line of its own, naming Go types:
-		// keep the error on one line, as the commands print it.
+		// yaml lists each problem on a line of its own, naming Go types,
+		// and quotes the file's values and keys as they are, line breaks
+		// included: keep the error on one line, as the commands print it.
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
 			msgs := make([]string, len(te.Errors))
 			for i, m := range te.Errors {
-				msgs[i] = yamlTypeRE.ReplaceAllString(m, "")
+				msgs[i] = oneLine(yamlTypeRE.ReplaceAllString(m, ""))
 			}
 			return fail("%s", strings.Join(msgs, "; "))
 		}
-		return fail("%s", strings.Join(strings.Fields(err.Error()), " "))
+		return fail("%s", oneLine(err.Error()))
 	}
 	var margin *time.Duration // the file's, when it sets one
 	if f.Margin != nil {
@@ -244,7 +247,9 @@ func ParsePolicies(source string, data []byte) (*Policies, error) {
 		seen := map[string]bool{}
 		for i, rf := range rules {
 			where := fmt.Sprintf("%s: rule %d", taskType, i+1)
-			if rf.Name != "" {
+			// A name with a line break would break the error's line;
+			// parseRule's error quotes it.
+			if rf.Name != "" && !strings.ContainsFunc(rf.Name, unicode.IsControl) {
 				where += " (" + rf.Name + ")"
 			}
 			r, err := parseRule(rf, margin)
@@ -260,6 +265,10 @@ func ParsePolicies(source string, data []byte) (*Policies, error) {
 	}
 	return p, nil
 }
+
+// oneLine returns s with each run of white space, line breaks included,
+// made one space, so that an error prints on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // parseRule reads one rule; margin is the file's, or nil.
 func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
@@ -373,6 +382,11 @@ func parseWindow(s string) (time.Duration, error) {
 		n, err := strconv.Atoi(days)
 		if err != nil || n < 1 {
 			return 0, fmt.Errorf("%q is not a whole number of days", s)
+		}
+		if int64(n) > math.MaxInt64/int64(24*time.Hour) {
+			// n days would overflow a Duration, and wrap around to any
+			// window, a short one included.
+			return 0, fmt.Errorf("%q is longer than %v", s, throttle.MaxWindow)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}

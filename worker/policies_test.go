@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -208,6 +211,9 @@ func TestParsePoliciesRejects(t *testing.T) {
 		{"unknown override field", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limt: 2}}"),
 			[]string{"line 3", "field limt not found"}},
 		{"limit not a number", rule("name: a, scope: tenant, limit: four, window: 1s"), []string{"line 3", "`four`", "int"}},
+		{"a value with a line break", rule(`name: a, scope: tenant, limit: "1\n2", window: 1s`), []string{"line 3: cannot unmarshal !!str `1 2`"}},
+		{"a key with a line break", rule(`name: a, scope: tenant, limit: 1, window: 1s, "x\ny": 1`), []string{"line 3: field x y not found"}},
+		{"a document with a line break", "0\n\n00", []string{"cannot unmarshal !!str `0 00`"}},
 		{"task type twice", "tasks:\n  sms:send: []\n  sms:send: []\n", []string{`"sms:send" already defined`}},
 
 		// Task types.
@@ -220,6 +226,8 @@ func TestParsePoliciesRejects(t *testing.T) {
 			[]string{`sms:send: rule 1: name: "" must be 1 to 64 letters, digits, . _ or -`}},
 		{"name with a slash", rule("name: a/b, scope: tenant, limit: 1, window: 1s"),
 			[]string{`sms:send: rule 1 (a/b): name: "a/b" must be`}},
+		{"name with a line break", rule(`name: "a\nb", scope: tenant, limit: 1, window: 1s`),
+			[]string{`sms:send: rule 1: name: "a\nb" must be`}},
 		{"name too long", rule("name: " + strings.Repeat("n", 65) + ", scope: tenant, limit: 1, window: 1s"),
 			[]string{"sms:send: rule 1 (" + strings.Repeat("n", 65) + "): name: "}},
 		{"duplicate rule names", "tasks:\n  sms:send:\n    - {name: a, scope: tenant, limit: 1, window: 1s}\n    - {name: a, scope: global, limit: 9, window: 1s}\n",
@@ -263,6 +271,10 @@ func TestParsePoliciesRejects(t *testing.T) {
 			[]string{"window 500us: ", "shorter than 1ms"}},
 		{"window too long", rule("name: a, scope: tenant, limit: 1, window: 3661d"),
 			[]string{"window 3661d: ", "longer than"}},
+		{"days beyond a Duration", rule("name: a, scope: tenant, limit: 1, window: 73025633904072d"),
+			[]string{`sms:send: rule 1 (a): window: "73025633904072d" is longer than 87840h0m0s`}},
+		{"days beyond a Duration in an override", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {window: 106752d}}"),
+			[]string{`tenants: big: window: "106752d" is longer than`}},
 
 		// Algorithms.
 		{"unknown algorithm", rule("name: a, scope: tenant, algorithm: leaky-bucket, limit: 1, window: 1s"),
@@ -322,6 +334,9 @@ func TestParsePoliciesRejects(t *testing.T) {
 				if !strings.Contains(msg, want) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
+			}
+			if strings.ContainsAny(msg, "\r\n") {
+				t.Errorf("error %q is more than one line", err)
 			}
 		})
 	}
@@ -546,6 +561,74 @@ tasks:
 	}
 	if got, want := len(owner), 4+1+4+4+4; got != want {
 		t.Errorf("%d distinct keys, want %d: %v", got, want, owner)
+	}
+}
+
+// TestPoliciesForHostileTenants: the tenant of a task comes from its
+// header, where anything can be written. ValidateTenant refuses every tenant
+// below but the plain ones (the middleware archives such a task before it
+// calls For), and even so no two tenants, and no tenant and a global rule,
+// share a limiter key, nor a Redis key once the limiter derives it; each
+// Redis key stays under the prefix, in the group's hash tag.
+func TestPoliciesForHostileTenants(t *testing.T) {
+	t.Parallel()
+	p, err := worker.ParsePolicies("policies.yaml", []byte(`
+tasks:
+  sms:send:
+    - {name: a, scope: tenant, limit: 1, window: 1s}
+    - {name: b, scope: global, limit: 1, window: 1s}
+    - {name: a.b, scope: tenant, limit: 1, window: 1s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb := strings.Repeat("t", 1<<20)
+	valid := map[string]bool{"acme": true, "b": true, "a.b": true}
+	tenants := []string{
+		"acme", "b", "a.b",
+		"", "/", "//", "a/b", "b/", "/b", "a.b/x", "x/a.b",
+		"{acme}", "acme}", "{", "acme:eu", ":", "acme\n", "\n", "\r\n", "a\x00b", "\x00", "\xff\xfe", "é",
+		"%7B", "#", "rule/sms:send/b", mb, mb + "x", strings.Repeat("/", 1<<20),
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: keys are derived, not used
+	t.Cleanup(func() { _ = rdb.Close() })
+	const prefix = "sluice:"
+	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	owner := map[string]string{}  // limiter key -> the rule and tenant it counts for
+	rowner := map[string]string{} // Redis key -> the same
+	for _, tenant := range tenants {
+		if err := producer.ValidateTenant(tenant); (err == nil) != valid[tenant] {
+			t.Errorf("ValidateTenant(%.40q) = %v", tenant, err)
+		} else if err != nil && (!errors.Is(err, producer.ErrInvalid) || strings.ContainsAny(err.Error(), "\r\n") || len(err.Error()) > 200) {
+			t.Errorf("ValidateTenant(%.40q): error %.300q, want one short line matching ErrInvalid", tenant, err)
+		}
+		for _, a := range p.For(producer.TypeSMS, tenant) {
+			who := "rule " + a.Rule
+			if a.Rule != "b" {
+				who += fmt.Sprintf(" tenant %.40q (%d bytes)", tenant, len(tenant))
+			}
+			if prev, ok := owner[a.Check.Key]; ok && prev != who {
+				t.Errorf("limiter key %.80q of %s is also the key of %s", a.Check.Key, who, prev)
+			}
+			owner[a.Check.Key] = who
+			rkey, err := l.RedisKey(a.Check.Key)
+			if err != nil {
+				t.Fatalf("RedisKey(%.80q): %v", a.Check.Key, err)
+			}
+			if !strings.HasPrefix(rkey, prefix+"{limits}:") || strings.Count(rkey, "{") != 1 || strings.Count(rkey, "}") != 1 || len(rkey) > 700 {
+				t.Errorf("Redis key %.80q (%d bytes) of %s leaves the prefix, the hash tag or its length", rkey, len(rkey), who)
+			}
+			if prev, ok := rowner[rkey]; ok && prev != who {
+				t.Errorf("Redis key %.80q of %s is also the key of %s", rkey, who, prev)
+			}
+			rowner[rkey] = who
+		}
+	}
+	if got, want := len(owner), 2*len(tenants)+1; got != want {
+		t.Errorf("%d distinct limiter keys, want %d", got, want)
+	}
+	if got, want := len(rowner), len(owner); got != want {
+		t.Errorf("%d distinct Redis keys for %d limiter keys", got, want)
 	}
 }
 

@@ -20,7 +20,8 @@ import (
 //
 //   - 2xx: sent.
 //   - 429: the provider throttled us: a *ThrottledError to come back at its
-//     Retry-After (seconds or an HTTP date; DefaultProviderRetry without one).
+//     Retry-After (seconds or an HTTP date; DefaultProviderRetry without a
+//     usable one, or with one more than a year away).
 //   - 5xx and network errors: a failure, retried with backoff.
 //   - other 4xx: permanent, archived with the provider's message.
 type Webhook struct {
@@ -90,16 +91,21 @@ func providerError(resp *http.Response, msg []byte) error {
 	return fmt.Errorf("%s: %s", resp.Status, text)
 }
 
+// maxRetryAfter is the longest wait ParseRetryAfter accepts: a provider
+// that asks for more is not asking for a wait anyone can honour.
+const maxRetryAfter = 365 * 24 * time.Hour
+
 // ParseRetryAfter reads an HTTP Retry-After value, delay-seconds or an
 // HTTP date, as a wait from now. It reports false for an empty or unusable
-// value; a date in the past is a wait of 0.
+// value, and for a wait of more than a year; a date in the past is a wait
+// of 0.
 func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
 	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 || secs > int64(365*24*time.Hour/time.Second) {
+		if secs < 0 || secs > int64(maxRetryAfter/time.Second) {
 			return 0, false
 		}
 		return time.Duration(secs) * time.Second, true
@@ -108,5 +114,9 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return max(0, at.Sub(now)), true
+	wait := at.Sub(now) // saturated, not wrapped, for dates centuries away
+	if wait > maxRetryAfter {
+		return 0, false
+	}
+	return max(0, wait), true
 }

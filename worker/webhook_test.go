@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +45,9 @@ func TestParseRetryAfter(t *testing.T) {
 		{"RFC 850 date", "Wednesday, 04-Mar-26 05:07:37 GMT", 90 * time.Second, true},
 		{"asctime date", "Wed Mar  4 05:07:37 2026", 90 * time.Second, true},
 		{"date now", "Wed, 04 Mar 2026 05:06:07 GMT", 0, true},
+		{"date a year ahead", "Thu, 04 Mar 2027 05:06:07 GMT", year, true},
+		{"date more than a year ahead", "Thu, 04 Mar 2027 05:06:08 GMT", 0, false},
+		{"date centuries ahead", "Fri, 31 Dec 9999 23:59:59 GMT", 0, false},
 		{"date in the past", "Wed, 04 Mar 2026 05:00:00 GMT", 0, true},
 		{"date long ago", "Thu, 01 Jan 1970 00:00:00 GMT", 0, true},
 		{"date in another zone", "Wed, 04 Mar 2026 05:07:37 PST", 0, false},
@@ -60,6 +65,50 @@ func TestParseRetryAfter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseRetryAfter checks that ParseRetryAfter never panics, and that
+// its wait is never negative and never more than a year, from any clock:
+// delay-seconds exactly as written, an HTTP date as the time until it (0
+// once past), anything else unusable (0, false).
+func FuzzParseRetryAfter(f *testing.F) {
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC).UnixNano()
+	for _, v := range []string{
+		"", "0", "120", " 30\t", "007", "-1", "1.5", "10s", "31536000", "31536001", "99999999999999999999", "+5", "0x10",
+		"Wed, 04 Mar 2026 05:07:37 GMT", "Wednesday, 04-Mar-26 05:07:37 GMT", "Wed Mar  4 05:07:37 2026",
+		"Thu, 01 Jan 1970 00:00:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "Wed, 04 Mar 2026 05:07:37 PST", "soon",
+	} {
+		f.Add(v, now)
+	}
+	f.Add("Fri, 31 Dec 9999 23:59:59 GMT", int64(math.MinInt64))
+	f.Add("Mon, 01 Jan 0001 00:00:00 GMT", int64(math.MaxInt64))
+	const year = 365 * 24 * time.Hour
+	f.Fuzz(func(t *testing.T, v string, nowNanos int64) {
+		now := time.Unix(0, nowNanos)
+		got, ok := worker.ParseRetryAfter(v, now)
+		if got < 0 || got > year || !ok && got != 0 {
+			t.Fatalf("ParseRetryAfter(%q, %v) = %v, %t; want 0 to a year, or 0 and false", v, now, got, ok)
+		}
+		trimmed := strings.TrimSpace(v)
+		if secs, err := strconv.ParseInt(trimmed, 10, 64); err == nil {
+			want := time.Duration(secs) * time.Second // when wantOK, without overflow
+			if wantOK := secs >= 0 && secs <= int64(year/time.Second); ok != wantOK || ok && got != want {
+				t.Errorf("ParseRetryAfter(%q) = %v, %t; want %v, %t", v, got, ok, want, wantOK)
+			}
+			return
+		}
+		at, err := http.ParseTime(trimmed)
+		if err != nil {
+			if ok {
+				t.Errorf("ParseRetryAfter(%q) = %v, %t; want 0, false", v, got, ok)
+			}
+			return
+		}
+		want := max(0, at.Sub(now))
+		if wantOK := at.Sub(now) <= year; ok != wantOK || ok && got != want {
+			t.Errorf("ParseRetryAfter(%q, %v) = %v, %t; want %v, %t", v, now, got, ok, want, wantOK)
+		}
+	})
 }
 
 // request is what a provider received.
