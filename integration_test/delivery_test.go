@@ -91,19 +91,29 @@ func (s *smsSink) receipts() []receipt {
 	return slices.Clone(s.got)
 }
 
-// buildWorker compiles cmd/worker once per test binary.
-var buildWorker = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "sluice-worker-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "worker")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicehq/sluice/cmd/worker").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build cmd/worker: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+// buildWorker and buildEnqueue compile cmd/worker and cmd/enqueue once per
+// test binary.
+var (
+	buildWorker  = buildCommand("worker")
+	buildEnqueue = buildCommand("enqueue")
+)
+
+// buildCommand returns a function that compiles cmd/name the first time it
+// is called, and returns the binary's path.
+func buildCommand(name string) func() (string, error) {
+	return sync.OnceValues(func() (string, error) {
+		dir, err := os.MkdirTemp("", "sluice-"+name+"-bin-")
+		if err != nil {
+			return "", err
+		}
+		bin := filepath.Join(dir, name)
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicehq/sluice/cmd/"+name).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("go build cmd/%s: %v\n%s", name, err, out)
+		}
+		return bin, nil
+	})
+}
 
 // workerProc is one worker process.
 type workerProc struct {

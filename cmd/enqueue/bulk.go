@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/producer"
 )
 
@@ -54,7 +55,7 @@ type bulkTask struct {
 // runBulk runs "enqueue bulk" with args.
 func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enqueue bulk", flag.ContinueOnError)
-	redisURL := fs.String("redis", "", "Redis `URL`")
+	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue of the lines without one")
 	skipInvalid := fs.Bool("skip-invalid", false, "enqueue the valid lines even when some are invalid")
 	if code, ok := parseFlags(fs, args, bulkSynopsis, stdout, stderr); !ok {

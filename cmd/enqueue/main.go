@@ -4,6 +4,9 @@
 //	enqueue email --redis URL --tenant acme --to a@example.com --subject S --body B [--from F]
 //	enqueue bulk --redis URL [--queue Q] [--skip-invalid] FILE
 //
+// --redis names one server (redis://), a Redis Cluster (redis+cluster://)
+// or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
+//
 // Exit status: 0 when every task was enqueued, 1 when one was not (a bulk
 // line rejected, Redis or the file unusable), 2 for a usage error.
 package main
@@ -17,7 +20,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -88,18 +90,12 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr
 }
 
 // connect returns a producer client of the Redis at url, once Redis
-// answers a PING, and the function that closes the client and its
-// connection. The error names Redis and the URL.
+// answers (see cli.Connect), and the function that closes the client and
+// its connection. The error names Redis and the URL.
 func connect(ctx context.Context, url string) (*producer.Client, func(), error) {
-	rdb, err := cli.RedisClient(url)
+	rdb, err := cli.Connect(ctx, url)
 	if err != nil {
 		return nil, nil, err
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pingCtx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("Redis at %s unreachable: %v", url, err)
 	}
 	pc := producer.NewClientFromRedisClient(rdb)
 	return pc, func() { _ = pc.Close(); _ = rdb.Close() }, nil
@@ -108,7 +104,7 @@ func connect(ctx context.Context, url string) (*producer.Client, func(), error) 
 // runOne runs "enqueue sms" or "enqueue email", kind, with args.
 func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enqueue "+kind, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", "Redis `URL`")
+	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue")
 	tenant := fs.String("tenant", "", "tenant id")
 	to := fs.String("to", "", "recipient: E.164 number (sms) or address (email)")

@@ -174,7 +174,10 @@ func TestRedisUnusable(t *testing.T) {
 		{"sms unreachable", append(sms, "--redis", unreachable), "enqueue: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
 		{"bulk unreachable", []string{"bulk", "--redis", unreachable, "-"}, "enqueue: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
 		{"bulk no Redis", []string{"bulk", "--redis", "", "-"}, "enqueue: no Redis: set --redis or REDIS_URL\n"},
-		{"bulk bad URL", []string{"bulk", "--redis", "http://127.0.0.1:1", "-"}, `enqueue: --redis "http://127.0.0.1:1": redis: invalid URL scheme: http` + "\n"},
+		{"sms unreachable, password hidden", append(sms, "--redis", "redis://:s3cret@127.0.0.1:1/0"), "enqueue: Redis at redis://:xxxxx@127.0.0.1:1/0 unreachable: dial tcp 127.0.0.1:1: "},
+		{"sms no sentinel", append(sms, "--redis", "redis+sentinel://127.0.0.1:1/0?master_name=mymaster"), `enqueue: Redis at redis+sentinel://127.0.0.1:1/0?master_name=mymaster unreachable: no sentinel gave the address of master "mymaster": sentinel 127.0.0.1:1: dial tcp 127.0.0.1:1: `},
+		{"bulk Sentinel URL without master", []string{"bulk", "--redis", "redis+sentinel://127.0.0.1:1/0", "-"}, `enqueue: --redis "redis+sentinel://127.0.0.1:1/0": no master_name: name the master the sentinels monitor, as in redis+sentinel://127.0.0.1:1/0?master_name=mymaster` + "\n"},
+		{"bulk bad URL", []string{"bulk", "--redis", "http://127.0.0.1:1", "-"}, `enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

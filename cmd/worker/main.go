@@ -4,6 +4,9 @@
 //
 //	worker --redis redis://localhost:6379/0 --policies policies.yaml --sms-webhook https://sms.example/send
 //
+// --redis names one server (redis://), a Redis Cluster (redis+cluster://)
+// or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
+//
 // With --smtp-addr, email goes through that SMTP server (STARTTLS required by
 // default; credentials best given in SLUICE_SMTP_USER and SLUICE_SMTP_PASSWORD).
 //
@@ -82,7 +85,7 @@ func main() {
 
 func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	redisURL := fs.String("redis", "", "Redis `URL` (redis:// or rediss://)")
+	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	policiesPath := fs.String("policies", "", "policies `file` (YAML)")
 	smsWebhook := fs.String("sms-webhook", "", "SMS provider webhook `URL`")
 	smsLog := fs.Bool("sms-log", false, "log SMS instead of sending them")
@@ -211,16 +214,11 @@ func run(ctx context.Context, args []string) int {
 		cfg.Email = worker.LogProvider{Logger: logger}
 	}
 
-	rdb, err := cli.RedisClient(*redisURL)
+	rdb, err := cli.Connect(ctx, *redisURL)
 	if err != nil {
 		return fail(err)
 	}
 	defer rdb.Close()
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pingCtx).Err(); err != nil {
-		return fail(fmt.Errorf("Redis at %s unreachable: %v", *redisURL, err))
-	}
 	srv, err := worker.NewServer(rdb, cfg)
 	if err != nil {
 		return fail(err)
@@ -239,7 +237,7 @@ func run(ctx context.Context, args []string) int {
 		}
 	}()
 
-	logger.Info("worker started", "enforces", policies.Current().Summary(),
+	logger.Info("worker started", "redis", cli.DescribeRedis(*redisURL), "enforces", policies.Current().Summary(),
 		"unthrottled", "task types without rules run unthrottled",
 		"sms", providerName(*smsWebhook, *smsLog), "email", emailProviderName(smtpProvider, *emailLog),
 		"concurrency", *concurrency, "queues", *queues, "max_hold", *maxHold, "provider_hold", *providerHold)

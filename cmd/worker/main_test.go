@@ -144,8 +144,10 @@ func TestStartupErrors(t *testing.T) {
 		{"bad provider hold", []string{"--provider-hold", "everyone"}, 2, `worker: --provider-hold "everyone": use account or tenant` + "\n"},
 		{"two SMS providers", []string{"--sms-log", "--sms-webhook", "http://127.0.0.1:1"}, 2, "worker: --sms-webhook and --sms-log both choose the SMS provider; give one\n"},
 		{"no Redis", []string{"--policies", policies}, 1, "worker: no Redis: set --redis or REDIS_URL\n"},
-		{"bad Redis URL", []string{"--policies", policies, "--redis", "http://127.0.0.1:1"}, 1, `worker: --redis "http://127.0.0.1:1": redis: invalid URL scheme: http` + "\n"},
+		{"bad Redis URL", []string{"--policies", policies, "--redis", "http://127.0.0.1:1"}, 1, `worker: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 		{"unreachable Redis", []string{"--policies", policies, "--redis", unreachable}, 1, "worker: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
+		{"Sentinel URL without master", []string{"--policies", policies, "--redis", "redis+sentinel://127.0.0.1:1/0"}, 1, `worker: --redis "redis+sentinel://127.0.0.1:1/0": no master_name: name the master the sentinels monitor, as in redis+sentinel://127.0.0.1:1/0?master_name=mymaster` + "\n"},
+		{"unreachable cluster", []string{"--policies", policies, "--redis", "redis+cluster://:s3cret@127.0.0.1:1"}, 1, "worker: Redis at redis+cluster://:xxxxx@127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

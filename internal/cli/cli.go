@@ -3,15 +3,12 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Parse parses args into fs after applying env: for each flag name in env
@@ -71,23 +68,4 @@ func Usage(fs *flag.FlagSet, synopsis string, env map[string]string) func() {
 			fmt.Fprintln(w, detail)
 		})
 	}
-}
-
-// quiet drops go-redis's own log lines (pool dial retries and the like):
-// the commands report Redis errors once, in their own words.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
-
-// RedisClient returns a client for a redis:// or rediss:// URL.
-func RedisClient(url string) (redis.UniversalClient, error) {
-	redis.SetLogger(quiet{})
-	if url == "" {
-		return nil, errors.New("no Redis: set --redis or REDIS_URL")
-	}
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("--redis %q: %v", url, err)
-	}
-	return redis.NewClient(opt), nil
 }

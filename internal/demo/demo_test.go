@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
@@ -109,27 +112,40 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// backends are the Redis servers a run can use: the embedded one, and the
-// test Redis (skipped without one).
+// backends are the Redis servers a run can use: the embedded one, the test
+// Redis, a Redis Cluster and a master behind Sentinel (skipped without
+// them). open returns the URL the run is given and, but for the embedded
+// one, a client of the same Redis, where checkNoKeys looks.
 var backends = []struct {
 	name string
-	url  func(t *testing.T) string
+	open func(t *testing.T) (string, redis.UniversalClient)
 }{
-	{"embedded", func(*testing.T) string { return "" }},
-	{"redis", func(t *testing.T) string { return redistest.URL(t) }},
+	{"embedded", func(*testing.T) (string, redis.UniversalClient) { return "", nil }},
+	{"redis", func(t *testing.T) (string, redis.UniversalClient) {
+		return redistest.URL(t), redistest.Client(t)
+	}},
+	{"cluster", func(t *testing.T) (string, redis.UniversalClient) {
+		return "redis+cluster://" + redistest.ClusterAddrs(t)[0], redistest.Cluster(t)
+	}},
+	{"sentinel", func(t *testing.T) (string, redis.UniversalClient) {
+		sentinels, master := redistest.Sentinel(t, 1)
+		rdb := redis.NewClient(&redis.Options{Addr: master})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return "redis+sentinel://" + sentinels[0] + "/0?master_name=" + redistest.SentinelMaster, rdb
+	}},
 }
 
 var queueRE = regexp.MustCompile(`queue (sluice-demo-[0-9a-f]+) and limiter prefix (sluice-demo-[0-9a-f]+:) `)
 
-// checkNoKeys fails t if the run whose output is out left keys in the test
-// Redis.
-func checkNoKeys(t *testing.T, out string) {
+// checkNoKeys fails t if the run whose output is out left keys in the
+// Redis of rdb.
+func checkNoKeys(t *testing.T, rdb redis.UniversalClient, out string) {
 	t.Helper()
 	m := queueRE.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("the output names no queue and prefix:\n%s", out)
 	}
-	redistest.CheckNoKeys(t, redistest.Client(t), m[1], m[2])
+	redistest.CheckNoKeys(t, rdb, m[1], m[2])
 }
 
 // TestRun: a short demo ends by itself with a passing verdict, on the
@@ -139,7 +155,7 @@ func TestRun(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			url := b.url(t)
+			url, rdb := b.open(t)
 			r := run(t, Config{RedisURL: url, Tasks: 9, Timeout: 20 * time.Second}, newOutput(""), nil)
 			if r.err != nil {
 				t.Fatalf("Run: %v", r.err)
@@ -163,7 +179,10 @@ func TestRun(t *testing.T) {
 					t.Errorf("the first line does not say an embedded Redis runs on loopback")
 				}
 			} else {
-				checkNoKeys(t, r.out)
+				if want := "redis: " + cli.DescribeRedis(url) + ", queue "; !strings.HasPrefix(r.out, want) {
+					t.Errorf("the first line does not start with %q", want)
+				}
+				checkNoKeys(t, rdb, r.out)
 			}
 			if r.logs != "" {
 				t.Errorf("the worker logged warnings:\n%s", r.logs)
@@ -214,7 +233,7 @@ func TestRunInterrupted(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			url := b.url(t)
+			url, rdb := b.open(t)
 			out := newOutput("s  sent ")
 			r := run(t, Config{RedisURL: url, Tasks: 60, Timeout: 40 * time.Second}, out, out.marked)
 			if !errors.Is(r.err, ErrInterrupted) {
@@ -237,7 +256,7 @@ func TestRunInterrupted(t *testing.T) {
 				t.Errorf("Run took %v to stop", r.took)
 			}
 			if url != "" {
-				checkNoKeys(t, r.out)
+				checkNoKeys(t, rdb, r.out)
 			}
 		})
 	}

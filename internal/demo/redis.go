@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -46,10 +47,7 @@ func openBroker(ctx context.Context, url string) (*broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr := "Redis"
-	if c, ok := rdb.(*redis.Client); ok {
-		addr = fmt.Sprintf("%s db %d", c.Options().Addr, c.Options().DB) // not the URL: it may hold a password
-	}
+	addr := cli.DescribeRedis(url) // not the URL: it may hold a password
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pingCtx).Err(); err != nil {
@@ -84,19 +82,40 @@ func (b *broker) cleanup(ctx context.Context, queue, prefix string) error {
 	return err
 }
 
-// deleteKeys deletes the keys that match pattern.
+// deleteKeys deletes the keys that match pattern, on every master of a
+// Redis Cluster.
 func (b *broker) deleteKeys(ctx context.Context, pattern string) error {
-	var keys []string
-	iter := b.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
+	var (
+		keys []string
+		mu   sync.Mutex // ForEachMaster scans the masters at once
+	)
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
 	}
-	if err := iter.Err(); err != nil {
+	var err error
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, b.rdb)
+	}
+	if err != nil {
 		return fmt.Errorf("find the demo's keys %s: %w", pattern, err)
 	}
+	// One DEL a key, pipelined: on a cluster, keys of different hash slots
+	// cannot share a command.
 	for len(keys) > 0 {
 		n := min(len(keys), 500)
-		if err := b.rdb.Del(ctx, keys[:n]...).Err(); err != nil {
+		pipe := b.rdb.Pipeline()
+		for _, k := range keys[:n] {
+			pipe.Del(ctx, k)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("delete the demo's keys %s: %w", pattern, err)
 		}
 		keys = keys[n:]

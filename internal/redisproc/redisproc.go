@@ -1,5 +1,6 @@
 // Package redisproc starts redis-server processes on loopback: for the
-// benchmark harness, and for the tests' own Redis and Cluster nodes.
+// benchmark harness, and for the tests' own Redis, Cluster nodes and
+// sentinels.
 package redisproc
 
 import (
@@ -32,19 +33,46 @@ type Server struct {
 // "--cluster-enabled", "yes"; relative paths are in the server's
 // directory), and waits until it answers or ctx ends.
 func Start(ctx context.Context, bin string, extra ...string) (*Server, error) {
+	return start(ctx, bin, "", extra)
+}
+
+// StartSentinel starts the redis-server binary bin (a name on PATH or a
+// path) as a Redis Sentinel on a free loopback port, monitoring the master
+// at addr (host:port) under name with a quorum of quorum, and waits until
+// it answers or ctx ends. The sentinel considers the master down after it
+// has not answered for a second (down-after-milliseconds 1000): a test
+// that stops the master sees a failover within seconds.
+func StartSentinel(ctx context.Context, bin, name, addr string, quorum int) (*Server, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("start Sentinel: master address %q: %w", addr, err)
+	}
+	// Sentinel needs a configuration file, which it rewrites.
+	conf := fmt.Sprintf("sentinel monitor %s %s %s %d\nsentinel down-after-milliseconds %s 1000\n",
+		name, host, port, quorum, name)
+	return start(ctx, bin, conf, []string{"--sentinel"})
+}
+
+// start starts bin, with a configuration file holding conf unless conf is
+// "", and the extra arguments given.
+func start(ctx context.Context, bin, conf string, extra []string) (*Server, error) {
+	what := "Redis"
+	if conf != "" {
+		what = "Sentinel"
+	}
 	path, err := exec.LookPath(bin)
 	if err != nil {
-		return nil, fmt.Errorf("start Redis: %w", err)
+		return nil, fmt.Errorf("start %s: %w", what, err)
 	}
 	dir, err := os.MkdirTemp("", "sluice-redis-")
 	if err != nil {
-		return nil, fmt.Errorf("start Redis: %w", err)
+		return nil, fmt.Errorf("start %s: %w", what, err)
 	}
 	// A free port can be taken by someone else before redis-server binds
 	// it: try a few.
 	var lastErr error
 	for range 5 {
-		s, err := startOn(ctx, path, dir, extra)
+		s, err := startOn(ctx, path, dir, conf, extra)
 		if err == nil {
 			return s, nil
 		}
@@ -54,10 +82,10 @@ func Start(ctx context.Context, bin string, extra ...string) (*Server, error) {
 		}
 	}
 	_ = os.RemoveAll(dir)
-	return nil, fmt.Errorf("start Redis: %w", lastErr)
+	return nil, fmt.Errorf("start %s: %w", what, lastErr)
 }
 
-func startOn(ctx context.Context, path, dir string, extra []string) (*Server, error) {
+func startOn(ctx context.Context, path, dir, conf string, extra []string) (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -66,9 +94,20 @@ func startOn(ctx context.Context, path, dir string, extra []string) (*Server, er
 	_ = l.Close()
 
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{})}
-	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	var args []string
+	if conf != "" {
+		// The file comes first; written afresh each try, as the server
+		// rewrites it.
+		file := filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, file)
+	}
+	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--dir", dir, "--save", "", "--appendonly", "no",
-		"--logfile", filepath.Join(dir, "redis.log")}, extra...)
+		"--logfile", filepath.Join(dir, "redis.log"))
+	args = append(args, extra...)
 	s.cmd = exec.Command(path, args...)
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -2,6 +2,7 @@ package redisproc
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -49,5 +50,46 @@ func TestStartMissingBinary(t *testing.T) {
 	t.Parallel()
 	if _, err := Start(t.Context(), "no-such-redis-server"); err == nil {
 		t.Error("StartServer with a missing binary: no error")
+	}
+}
+
+// TestStartSentinel starts a master and a sentinel that monitors it, and
+// asks the sentinel for the master's address.
+func TestStartSentinel(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server on PATH")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	master, err := Start(ctx, "redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = master.Close() })
+	sentinel, err := StartSentinel(ctx, "redis-server", "mymaster", master.Addr, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sentinel.Close() })
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr, MaxRetries: -1})
+	defer sc.Close()
+	got, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
+	if err != nil {
+		t.Fatalf("sentinel %s: get-master-addr-by-name mymaster: %v", sentinel.Addr, err)
+	}
+	host, port, _ := net.SplitHostPort(master.Addr)
+	if len(got) != 2 || got[0] != host || got[1] != port {
+		t.Errorf("sentinel %s names master %q, want %s", sentinel.Addr, got, master.Addr)
+	}
+	if _, err := sc.GetMasterAddrByName(ctx, "other").Result(); !errors.Is(err, redis.Nil) {
+		t.Errorf("sentinel %s: get-master-addr-by-name other: %v, want redis.Nil", sentinel.Addr, err)
+	}
+}
+
+func TestStartSentinelBadMaster(t *testing.T) {
+	t.Parallel()
+	if _, err := StartSentinel(t.Context(), "redis-server", "mymaster", "no-port", 1); err == nil {
+		t.Error("StartSentinel with a master address without port: no error")
 	}
 }

@@ -66,11 +66,7 @@ func Cluster(tb testing.TB) *redis.ClusterClient {
 // Main). The binary is REDIS_SERVER, or redis-server on PATH.
 func Own(tb testing.TB) string {
 	tb.Helper()
-	bin := os.Getenv("REDIS_SERVER")
-	if bin == "" {
-		bin = "redis-server"
-	}
-	path, err := exec.LookPath(bin)
+	path, err := serverBinary()
 	if err != nil {
 		unavailable(tb, "no redis-server for tests: %v", err)
 	}
@@ -86,12 +82,9 @@ func Own(tb testing.TB) string {
 // startCluster starts the nodes, assigns the slots, joins the nodes, and
 // waits until every node reports the cluster ok.
 func startCluster() ([]string, error) {
-	bin := os.Getenv("REDIS_SERVER")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("redis-server"); err != nil {
-			return nil, fmt.Errorf("set REDIS_CLUSTER_ADDRS, or install redis-server: %w", err)
-		}
+	bin, err := serverBinary()
+	if err != nil {
+		return nil, fmt.Errorf("set REDIS_CLUSTER_ADDRS, or install redis-server: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -137,6 +130,16 @@ func startCluster() ([]string, error) {
 		}
 	}
 	return addrs, nil
+}
+
+// serverBinary returns the path of the redis-server binary: REDIS_SERVER,
+// or redis-server on PATH.
+func serverBinary() (string, error) {
+	bin := os.Getenv("REDIS_SERVER")
+	if bin == "" {
+		bin = "redis-server"
+	}
+	return exec.LookPath(bin)
 }
 
 // startNode starts one redis-server on a free loopback port, a cluster

@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisURLHelp is the help of the commands' --redis flag: the URL forms
+// that RedisClient accepts.
+const RedisURLHelp = "Redis `URL`: redis://host:port/db; " +
+	"redis+cluster://node:port?addr=node2:port for a Redis Cluster; " +
+	"redis+sentinel://sentinel:26379/db?master_name=NAME&addr=sentinel2:26379 for Sentinel; " +
+	"rediss, rediss+cluster or rediss+sentinel for TLS"
+
+// quiet drops go-redis's own log lines (pool dial retries and the like):
+// the commands report Redis errors once, in their own words.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// RedisClient returns a client for rawURL, whose scheme says what it
+// connects to:
+//
+//   - redis://, rediss:// (TLS) or unix://: one server, as redis.ParseURL
+//     reads it (redis://[user:password@]host:port/db).
+//   - redis+cluster:// or rediss+cluster://: a Redis Cluster, as
+//     redis.ParseClusterURL reads the URL without "+cluster": the host and
+//     each addr query parameter are nodes to start from, and the client
+//     discovers the others. A cluster has only database 0.
+//   - redis+sentinel:// or rediss+sentinel://: a master found through Redis
+//     Sentinel, as redis.ParseFailoverURL reads the URL without "+sentinel":
+//     the host and each addr parameter are sentinels (host:port, the port
+//     required), master_name names the master they monitor (required), the
+//     path is the database, the user and password are the sentinels', and
+//     the query parameters username and password are the master's.
+//
+// The error is one line that names the URL, its passwords hidden (see
+// RedactURL), and what is wrong with it.
+func RedisClient(rawURL string) (redis.UniversalClient, error) {
+	cfg, err := redisURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.client(), nil
+}
+
+// Connect returns a client for rawURL, as RedisClient, once Redis answers
+// a PING within 5 s. With a Sentinel URL it first asks the sentinels for
+// the master, so that the error says which sentinel failed and how (the
+// failover client itself retries until the time is up and reports only
+// that). The caller closes the client. The error is one line that names
+// the URL, its passwords hidden.
+func Connect(ctx context.Context, rawURL string) (redis.UniversalClient, error) {
+	cfg, err := redisURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if cfg.failover != nil {
+		if err := findMaster(ctx, cfg.failover); err != nil {
+			return nil, fmt.Errorf("Redis at %s unreachable: %v", RedactURL(rawURL), err)
+		}
+	}
+	rdb := cfg.client()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("Redis at %s unreachable: %v", RedactURL(rawURL), err)
+	}
+	return rdb, nil
+}
+
+// redisURL parses rawURL for RedisClient and Connect.
+func redisURL(rawURL string) (redisConfig, error) {
+	redis.SetLogger(quiet{})
+	if rawURL == "" {
+		return redisConfig{}, errors.New("no Redis: set --redis or REDIS_URL")
+	}
+	cfg, err := parseRedisURL(rawURL)
+	if err != nil {
+		return redisConfig{}, fmt.Errorf("--redis %q: %v", RedactURL(rawURL), err)
+	}
+	return cfg, nil
+}
+
+// findMaster asks the sentinels of o in turn for the address of the
+// master o names, and returns nil once one gives it.
+func findMaster(ctx context.Context, o *redis.FailoverOptions) error {
+	var errs []string
+	for _, addr := range o.SentinelAddrs {
+		sc := redis.NewSentinelClient(&redis.Options{
+			Addr: addr, Username: o.SentinelUsername, Password: o.SentinelPassword,
+			TLSConfig: o.TLSConfig, DialTimeout: o.DialTimeout, MaxRetries: -1,
+		})
+		_, err := sc.GetMasterAddrByName(ctx, o.MasterName).Result()
+		_ = sc.Close()
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, redis.Nil):
+			errs = append(errs, fmt.Sprintf("sentinel %s monitors no master named %q", addr, o.MasterName))
+		default:
+			errs = append(errs, fmt.Sprintf("sentinel %s: %v", addr, err))
+		}
+	}
+	return fmt.Errorf("no sentinel gave the address of master %q: %s", o.MasterName, strings.Join(errs, "; "))
+}
+
+// DescribeRedis says what rawURL connects to, without its passwords, for
+// messages: "host:port db 2", "Redis Cluster at host:port, host2:port", or
+// "master mymaster db 0 of the sentinels at host:26379, host2:26379". It
+// returns "Redis" when the URL does not parse.
+func DescribeRedis(rawURL string) string {
+	cfg, err := parseRedisURL(rawURL)
+	switch {
+	case err != nil:
+		return "Redis"
+	case cfg.cluster != nil:
+		return "Redis Cluster at " + strings.Join(cfg.cluster.Addrs, ", ")
+	case cfg.failover != nil:
+		o := cfg.failover
+		return fmt.Sprintf("master %s db %d of the sentinels at %s", o.MasterName, o.DB, strings.Join(o.SentinelAddrs, ", "))
+	}
+	return fmt.Sprintf("%s db %d", cfg.single.Addr, cfg.single.DB)
+}
+
+// redisConfig is what a Redis URL says: exactly one of its fields is set.
+type redisConfig struct {
+	single   *redis.Options
+	cluster  *redis.ClusterOptions
+	failover *redis.FailoverOptions
+}
+
+// client returns a new client of the kind c says.
+func (c redisConfig) client() redis.UniversalClient {
+	switch {
+	case c.cluster != nil:
+		return redis.NewClusterClient(c.cluster)
+	case c.failover != nil:
+		return redis.NewFailoverClient(c.failover)
+	}
+	return redis.NewClient(c.single)
+}
+
+// parseRedisURL reads a URL of one of the forms RedisClient documents.
+func parseRedisURL(raw string) (redisConfig, error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return redisConfig{}, fmt.Errorf("no scheme: %s", schemes)
+	}
+	base, kind, _ := strings.Cut(strings.ToLower(scheme), "+")
+	if (base != "redis" && base != "rediss" && base != "unix") || (base == "unix" && kind != "") {
+		return redisConfig{}, fmt.Errorf("scheme %q: %s", scheme, schemes)
+	}
+	// What go-redis reads: the URL with its own scheme, without "+kind".
+	plain := base + "://" + rest
+	switch kind {
+	case "":
+		opt, err := redis.ParseURL(plain)
+		return redisConfig{single: opt}, unwrapURLError(err)
+	case "cluster":
+		u, err := url.Parse(plain)
+		if err != nil {
+			return redisConfig{}, unwrapURLError(err)
+		}
+		if u.Hostname() == "" {
+			return redisConfig{}, fmt.Errorf("no cluster node: give host:port, as in %s://10.0.0.1:7000?addr=10.0.0.2:7000", scheme)
+		}
+		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+			return redisConfig{}, fmt.Errorf("database %q: a Redis Cluster has only database 0", p)
+		}
+		u.Path = ""
+		opt, err := redis.ParseClusterURL(u.String())
+		return redisConfig{cluster: opt}, unwrapURLError(err)
+	case "sentinel":
+		u, err := url.Parse(plain)
+		if err != nil {
+			return redisConfig{}, unwrapURLError(err)
+		}
+		if u.Hostname() == "" {
+			return redisConfig{}, fmt.Errorf("no sentinel: give host:port, as in %s://10.0.0.1:26379/0?master_name=mymaster", scheme)
+		}
+		if u.Port() == "" {
+			return redisConfig{}, fmt.Errorf("sentinel %s has no port: give host:port (Sentinel's usual port is 26379)", u.Hostname())
+		}
+		opt, err := redis.ParseFailoverURL(plain)
+		if err != nil {
+			return redisConfig{}, unwrapURLError(err)
+		}
+		if opt.MasterName == "" {
+			return redisConfig{}, fmt.Errorf("no master_name: name the master the sentinels monitor, as in %s://%s/0?master_name=mymaster", scheme, u.Host)
+		}
+		return redisConfig{failover: opt}, nil
+	}
+	return redisConfig{}, fmt.Errorf("scheme %q: %s", scheme, schemes)
+}
+
+// schemes ends the error about a URL's scheme.
+const schemes = "use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)"
+
+// unwrapURLError drops the URL that a *url.Error quotes: it may hold a
+// password, and RedisClient names the URL itself, redacted.
+func unwrapURLError(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// RedactURL returns rawURL with its passwords replaced by "xxxxx": the one
+// in the user information and the values of the query parameters password
+// and sentinel_password. It is for messages and logs. A URL that does not
+// parse loses everything between "://" and its last "@".
+func RedactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		scheme, rest, ok := strings.Cut(rawURL, "://")
+		if i := strings.LastIndex(rest, "@"); ok && i >= 0 {
+			return scheme + "://xxxxx" + rest[i:]
+		}
+		return rawURL
+	}
+	redacted := false
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		redacted = true
+	}
+	// Parameter by parameter, to keep the others as written.
+	params := strings.Split(u.RawQuery, "&")
+	for i, p := range params {
+		k, _, _ := strings.Cut(p, "=")
+		if k, err := url.QueryUnescape(k); err == nil && (k == "password" || k == "sentinel_password") {
+			params[i] = k + "=xxxxx"
+			redacted = true
+		}
+	}
+	u.RawQuery = strings.Join(params, "&")
+	if !redacted {
+		return rawURL // as the user wrote it
+	}
+	return u.String()
+}
