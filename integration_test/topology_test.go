@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/arrivals"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -66,6 +68,18 @@ func TestDeliveryThroughSentinel(t *testing.T) {
 	deliverThrough(t, url, rdb, nil)
 }
 
+// TestDeliveryOverTLS runs cmd/enqueue and two cmd/worker processes with a
+// rediss:// URL as the ACL user with redistest.SluiceACL, to a Redis that
+// listens only for TLS with a certificate of a CA made for the test, which
+// the commands trust through cli.RedisCAFileEnv: the commands need nothing
+// the user may not do.
+func TestDeliveryOverTLS(t *testing.T) {
+	srv := redistest.StartTLS(t)
+	t.Setenv(cli.RedisCAFileEnv, srv.CAFile)
+	deliverThrough(t, srv.URL(srv.User, srv.Password), srv.Admin, nil)
+	srv.CheckACLLog(t)
+}
+
 // deliverThrough enqueues 10 SMS for each of two tenants with cmd/enqueue
 // through url, sends them with two cmd/worker processes through url, and
 // checks that the provider received every task once, that no window held
@@ -86,7 +100,7 @@ func deliverThrough(t *testing.T, url string, rdb redis.UniversalClient, midway 
 	start := time.Now()
 	sink := newSMSSink(t)
 	queue := redistest.Queue(t, rdb)
-	prefix := redistest.Prefix(t)
+	prefix := "sluice:" + redistest.Prefix(t) // under SluiceACL's ~sluice:*
 	const (
 		perTenant = 10
 		tenantMax = 3 // a second
@@ -108,6 +122,9 @@ tasks:
 		cmd := exec.CommandContext(ctx, enqueueBin, "sms", "--redis", url, "--queue", queue, "--tenant", tenant,
 			"--to", "+15551234567", "--body", "hello "+tenant, "--count", fmt.Sprint(perTenant), "--id", tenant)
 		cmd.Env = readmeEnv()
+		if ca, ok := os.LookupEnv(cli.RedisCAFileEnv); ok { // as the workers see it
+			cmd.Env = append(cmd.Env, cli.RedisCAFileEnv+"="+ca)
+		}
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {

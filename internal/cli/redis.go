@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -16,7 +19,14 @@ import (
 const RedisURLHelp = "Redis `URL`: redis://host:port/db; " +
 	"redis+cluster://node:port?addr=node2:port for a Redis Cluster; " +
 	"redis+sentinel://sentinel:26379/db?master_name=NAME&addr=sentinel2:26379 for Sentinel; " +
-	"rediss, rediss+cluster or rediss+sentinel for TLS"
+	"rediss, rediss+cluster or rediss+sentinel for TLS, trusting the CAs in the PEM file $" + RedisCAFileEnv + " when set"
+
+// RedisCAFileEnv names the environment variable that holds the path of a
+// PEM file of CA certificates: when it is set, a TLS URL (rediss://,
+// rediss+cluster://, rediss+sentinel://) trusts those CAs, and only those,
+// for the servers' certificates, rather than the system's. For a Redis
+// whose certificate a private CA signed. URLs without TLS ignore it.
+const RedisCAFileEnv = "SLUICE_REDIS_CA_FILE"
 
 // quiet drops go-redis's own log lines (pool dial retries and the like):
 // the commands report Redis errors once, in their own words.
@@ -76,7 +86,8 @@ func Connect(ctx context.Context, rawURL string) (redis.UniversalClient, error) 
 	return rdb, nil
 }
 
-// redisURL parses rawURL for RedisClient and Connect.
+// redisURL parses rawURL for RedisClient and Connect, with the CAs of the
+// file that RedisCAFileEnv names.
 func redisURL(rawURL string) (redisConfig, error) {
 	redis.SetLogger(quiet{})
 	if rawURL == "" {
@@ -86,7 +97,27 @@ func redisURL(rawURL string) (redisConfig, error) {
 	if err != nil {
 		return redisConfig{}, fmt.Errorf("--redis %q: %v", RedactURL(rawURL), err)
 	}
+	if tc := cfg.tlsConfig(); tc != nil {
+		if file := os.Getenv(RedisCAFileEnv); file != "" {
+			if tc.RootCAs, err = readCAs(file); err != nil {
+				return redisConfig{}, fmt.Errorf("%s: %v", RedisCAFileEnv, err)
+			}
+		}
+	}
 	return cfg, nil
+}
+
+// readCAs returns a pool of the CA certificates in the PEM file at path.
+func readCAs(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 // findMaster asks the sentinels of o in turn for the address of the
@@ -135,6 +166,18 @@ type redisConfig struct {
 	single   *redis.Options
 	cluster  *redis.ClusterOptions
 	failover *redis.FailoverOptions
+}
+
+// tlsConfig returns the TLS configuration of c's connections, nil when
+// they do not use TLS. The sentinels and the master share it.
+func (c redisConfig) tlsConfig() *tls.Config {
+	switch {
+	case c.cluster != nil:
+		return c.cluster.TLSConfig
+	case c.failover != nil:
+		return c.failover.TLSConfig
+	}
+	return c.single.TLSConfig
 }
 
 // client returns a new client of the kind c says.

@@ -5,6 +5,8 @@ package redisproc
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,7 +28,14 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	dir    string
+	tls    bool          // whether it listens only for TLS (StartTLS)
 	exited chan struct{} // closed once the process has exited
+}
+
+// TLSFiles are the PEM files of a server that StartTLS starts.
+type TLSFiles struct {
+	Cert, Key string // the server's certificate and its private key
+	CA        string // the CA that signed Cert; the check that the server answers trusts it
 }
 
 // Start starts the redis-server binary bin (a name on PATH or a path) on a
@@ -33,7 +43,16 @@ type Server struct {
 // "--cluster-enabled", "yes"; relative paths are in the server's
 // directory), and waits until it answers or ctx ends.
 func Start(ctx context.Context, bin string, extra ...string) (*Server, error) {
-	return start(ctx, bin, "", extra)
+	return start(ctx, bin, "", nil, extra)
+}
+
+// StartTLS starts bin as Start does, except that the server listens only
+// for TLS, on the free loopback port, with the certificate and key of
+// files (absolute paths), and asks clients for no certificate (--port 0
+// --tls-port P --tls-auth-clients no). It fails when redis-server was built
+// without TLS; the error then names the directive tls-port.
+func StartTLS(ctx context.Context, bin string, files TLSFiles, extra ...string) (*Server, error) {
+	return start(ctx, bin, "", &files, extra)
 }
 
 // StartSentinel starts the redis-server binary bin (a name on PATH or a
@@ -50,15 +69,28 @@ func StartSentinel(ctx context.Context, bin, name, addr string, quorum int) (*Se
 	// Sentinel needs a configuration file, which it rewrites.
 	conf := fmt.Sprintf("sentinel monitor %s %s %s %d\nsentinel down-after-milliseconds %s 1000\n",
 		name, host, port, quorum, name)
-	return start(ctx, bin, conf, []string{"--sentinel"})
+	return start(ctx, bin, conf, nil, []string{"--sentinel"})
 }
 
 // start starts bin, with a configuration file holding conf unless conf is
-// "", and the extra arguments given.
-func start(ctx context.Context, bin, conf string, extra []string) (*Server, error) {
+// "", listening only for TLS with the files of tf unless tf is nil, and the
+// extra arguments given.
+func start(ctx context.Context, bin, conf string, tf *TLSFiles, extra []string) (*Server, error) {
 	what := "Redis"
 	if conf != "" {
 		what = "Sentinel"
+	}
+	var tc *tls.Config // of the client that checks the server answers
+	if tf != nil {
+		what = "Redis with TLS"
+		pem, err := os.ReadFile(tf.CA)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", what, err)
+		}
+		tc = &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("start %s: no PEM certificate in %s", what, tf.CA)
+		}
 	}
 	path, err := exec.LookPath(bin)
 	if err != nil {
@@ -72,7 +104,7 @@ func start(ctx context.Context, bin, conf string, extra []string) (*Server, erro
 	// it: try a few.
 	var lastErr error
 	for range 5 {
-		s, err := startOn(ctx, path, dir, conf, extra)
+		s, err := startOn(ctx, path, dir, conf, tf, tc, extra)
 		if err == nil {
 			return s, nil
 		}
@@ -85,7 +117,10 @@ func start(ctx context.Context, bin, conf string, extra []string) (*Server, erro
 	return nil, fmt.Errorf("start %s: %w", what, lastErr)
 }
 
-func startOn(ctx context.Context, path, dir, conf string, extra []string) (*Server, error) {
+// startOn starts the server once, on a port that was free a moment ago; tc
+// is the TLS configuration of the check that it answers, nil unless tf is
+// set.
+func startOn(ctx context.Context, path, dir, conf string, tf *TLSFiles, tc *tls.Config, extra []string) (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -93,7 +128,7 @@ func startOn(ctx context.Context, path, dir, conf string, extra []string) (*Serv
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{})}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, tls: tf != nil, exited: make(chan struct{})}
 	var args []string
 	if conf != "" {
 		// The file comes first; written afresh each try, as the server
@@ -104,25 +139,34 @@ func startOn(ctx context.Context, path, dir, conf string, extra []string) (*Serv
 		}
 		args = append(args, file)
 	}
-	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--dir", dir, "--save", "", "--appendonly", "no",
+	if tf != nil {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", tf.Cert, "--tls-key-file", tf.Key, "--tls-ca-cert-file", tf.CA,
+			"--tls-auth-clients", "no")
+	} else {
+		args = append(args, "--port", strconv.Itoa(port))
+	}
+	args = append(args, "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
 		"--logfile", filepath.Join(dir, "redis.log"))
 	args = append(args, extra...)
 	s.cmd = exec.Command(path, args...)
+	// Errors in the arguments go to stderr, before the log file is open.
+	stderr := new(strings.Builder)
+	s.cmd.Stderr = stderr
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var werr error
 	go func() { werr = s.cmd.Wait(); close(s.exited) }()
 
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, TLSConfig: tc})
 	defer c.Close()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for c.Ping(ctx).Err() != nil {
 		select {
 		case <-s.exited:
-			return nil, fmt.Errorf("redis-server on %s exited: %v", s.Addr, werr)
+			return nil, fmt.Errorf("redis-server on %s exited: %v: %.300s", s.Addr, werr, s.why(stderr.String()))
 		case <-ctx.Done():
 			s.kill()
 			return nil, fmt.Errorf("redis-server on %s never answered: %w", s.Addr, ctx.Err())
@@ -132,8 +176,25 @@ func startOn(ctx context.Context, path, dir, conf string, extra []string) (*Serv
 	return s, nil
 }
 
-// URL returns the server's URL, database 0.
-func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
+// why says why the server exited, from its stderr or else the last two
+// lines of its log (the error and "Exiting").
+func (s *Server) why(stderr string) string {
+	if msg := strings.Join(strings.Fields(stderr), " "); msg != "" {
+		return msg
+	}
+	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	return strings.Join(lines[max(0, len(lines)-2):], " ")
+}
+
+// URL returns the server's URL, database 0: rediss:// for a server that
+// StartTLS started, redis:// otherwise.
+func (s *Server) URL() string {
+	if s.tls {
+		return "rediss://" + s.Addr + "/0"
+	}
+	return "redis://" + s.Addr + "/0"
+}
 
 // Close stops the server and removes its directory.
 func (s *Server) Close() error {

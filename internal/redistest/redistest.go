@@ -1,8 +1,9 @@
 // Package redistest gives tests a real Redis: the one named by REDIS_URL (or
 // REDIS_ADDR) when set, otherwise a container started with testcontainers-go
 // from the image named by REDIS_IMAGE (default DefaultImage), once per test
-// binary. It also starts Redis Cluster nodes, and masters with their
-// sentinels, as redis-server processes on loopback.
+// binary. It also starts Redis Cluster nodes, masters with their
+// sentinels, and servers that listen only for TLS with an ACL user
+// (StartTLS), as redis-server processes on loopback.
 //
 // Without a Redis, tests skip with a one-line reason, or fail when the
 // environment variable CI is "true": in CI a skipped suite would pass

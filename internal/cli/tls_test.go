@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// TestConnectTLS connects over TLS to a Redis whose certificate a CA made
+// for the test signed, trusted through RedisCAFileEnv, as the ACL user with
+// redistest.SluiceACL: the limiter decides and asynq enqueues, a wrong
+// password or an untrusted certificate fails in clear words, and the user
+// can touch no key outside its patterns. Not parallel: it sets the
+// environment.
+func TestConnectTLS(t *testing.T) {
+	srv := redistest.StartTLS(t)
+	ctx := t.Context()
+	url := srv.URL(srv.User, srv.Password)
+	prefix := "sluice:" + redistest.Prefix(t)
+
+	t.Run("untrusted", func(t *testing.T) {
+		t.Setenv(RedisCAFileEnv, "")
+		_, err := Connect(ctx, url)
+		if err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+			t.Errorf("Connect without the CA = %v, want an error about the certificate's authority", err)
+		}
+	})
+
+	t.Setenv(RedisCAFileEnv, srv.CAFile)
+
+	t.Run("allow and enqueue", func(t *testing.T) {
+		rdb, err := Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Close()
+		lim := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+		p := throttle.Policy{Limit: 1, Window: time.Minute}
+		for i, want := range []bool{true, false} {
+			d, err := lim.Allow(ctx, "tenant-a", p)
+			if err != nil {
+				t.Fatalf("allow %d: %v", i+1, err)
+			}
+			if d.Allowed != want {
+				t.Errorf("allow %d of a limit of 1: allowed %v, want %v", i+1, d.Allowed, want)
+			}
+		}
+		if _, err := lim.AllowInLine(ctx, "task-1", []throttle.Check{{Key: "tenant-b", Policy: p, Cost: 1}}); err != nil {
+			t.Errorf("allow in line: %v", err)
+		}
+		if err := lim.Hold(ctx, "provider", time.Minute); err != nil {
+			t.Errorf("hold: %v", err)
+		}
+		if d, err := lim.HeldFor(ctx, "provider"); err != nil || d <= 0 {
+			t.Errorf("held for %v (%v) after a hold of a minute", d, err)
+		}
+		for _, key := range []string{"tenant-a", "tenant-b", "provider"} {
+			if err := lim.Reset(ctx, key); err != nil {
+				t.Errorf("reset %s: %v", key, err)
+			}
+		}
+		queue := redistest.Queue(t, srv.Admin)
+		info, err := asynq.NewClientFromRedisClient(rdb).EnqueueContext(ctx, asynq.NewTask("sms:send", []byte(`{}`)), asynq.Queue(queue))
+		if err != nil {
+			t.Fatalf("enqueue as %s: %v", srv.User, err)
+		}
+		if n, err := srv.Admin.LLen(ctx, "asynq:{"+queue+"}:pending").Result(); err != nil || n != 1 {
+			t.Errorf("queue %s holds %d pending tasks (%v) after enqueuing %s, want 1", queue, n, err, info.ID)
+		}
+		srv.CheckACLLog(t)
+	})
+
+	t.Run("wrong password", func(t *testing.T) {
+		const wrong = "not-the-password"
+		_, err := Connect(ctx, srv.URL(srv.User, wrong))
+		if err == nil {
+			t.Fatal("Connect with a wrong password: no error")
+		}
+		if !strings.Contains(err.Error(), "WRONGPASS") {
+			t.Errorf("Connect with a wrong password = %q, want it to say WRONGPASS", err)
+		}
+		if strings.Contains(err.Error(), wrong) {
+			t.Errorf("Connect with a wrong password = %q: the error shows the password", err)
+		}
+		if want := "rediss://" + srv.User + ":xxxxx@"; !strings.Contains(err.Error(), want) {
+			t.Errorf("Connect with a wrong password = %q, want it to name the URL as %s...", err, want)
+		}
+	})
+
+	t.Run("least privilege", func(t *testing.T) {
+		rdb, err := Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Close()
+		other := "other:" + redistest.Prefix(t)
+		if err := srv.Admin.Set(ctx, other, "someone else's", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Admin.Del(ctx, other).Err() })
+		cases := []struct {
+			name string
+			cmd  func() error
+		}{
+			{"get a key of another application", func() error { return rdb.Get(ctx, other).Err() }},
+			{"delete it", func() error { return rdb.Del(ctx, other).Err() }},
+			{"a script on it", func() error { return rdb.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{other}).Err() }},
+			{"flushall", func() error { return rdb.FlushAll(ctx).Err() }},
+			{"config set", func() error { return rdb.ConfigSet(ctx, "maxmemory", "1").Err() }},
+			{"keys", func() error { return rdb.Keys(ctx, "*").Err() }},
+			{"acl setuser", func() error { return rdb.Do(ctx, "ACL", "SETUSER", "sluice", "+@all").Err() }},
+		}
+		for _, tc := range cases {
+			err := tc.cmd()
+			if err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+				t.Errorf("%s as %s: %v, want NOPERM", tc.name, srv.User, err)
+			}
+		}
+		if got, err := srv.Admin.Get(ctx, other).Result(); err != nil || got != "someone else's" {
+			t.Errorf("the other application's key holds %q (%v), want it untouched", got, err)
+		}
+		if err := rdb.Get(ctx, prefix+"own").Err(); !errors.Is(err, redis.Nil) {
+			t.Errorf("get a key under %s as %s: %v, want redis.Nil", prefix, srv.User, err)
+		}
+	})
+}
+
+func TestRedisCAFileErrors(t *testing.T) {
+	cases := []struct{ file, want string }{
+		{"/no/such/ca.pem", RedisCAFileEnv + ": open /no/such/ca.pem: no such file or directory"},
+		{"tls_test.go", RedisCAFileEnv + ": tls_test.go holds no PEM certificate"},
+	}
+	for _, tc := range cases {
+		t.Setenv(RedisCAFileEnv, tc.file)
+		if _, err := RedisClient("rediss://127.0.0.1:1/0"); err == nil || err.Error() != tc.want {
+			t.Errorf("RedisClient with %s=%s: %v, want %q", RedisCAFileEnv, tc.file, err, tc.want)
+		}
+		// A URL without TLS does not read the file.
+		rdb, err := RedisClient("redis://127.0.0.1:1/0")
+		if err != nil {
+			t.Errorf("RedisClient(redis://) with %s=%s: %v", RedisCAFileEnv, tc.file, err)
+			continue
+		}
+		_ = rdb.Close()
+	}
+}
+
+// TestDocsACL: the ACL user that docs/WORKERS.md tells users to create is
+// the one the TLS tests run Sluice as.
+func TestDocsACL(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/WORKERS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ACL SETUSER " + redistest.SluiceUser + " reset on >PASSWORD " + redistest.SluiceACL + "\n"
+	if !strings.Contains(string(doc), want) {
+		t.Errorf("docs/WORKERS.md does not show the ACL user of the tests:\n%s", want)
+	}
+}
