@@ -94,7 +94,9 @@ type BulkLine struct {
 // ProcessAt give, in that order, for Client.Enqueue. Put your own defaults,
 // such as a default queue, before them: with asynq the last option wins.
 //
-// Every error matches ErrInvalid; one about a field is a *FieldError.
+// Every error matches ErrInvalid; one about a field is a *FieldError, and
+// one about a task whose payload would be larger than MaxPayload a
+// *PayloadSizeError.
 func (l BulkLine) Task() (*asynq.Task, []asynq.Option, error) {
 	var sms bool
 	switch l.Type {
@@ -131,6 +133,9 @@ func (l BulkLine) Task() (*asynq.Task, []asynq.Option, error) {
 		// in it, without "producer: new sms:send task for tenant ...".
 		if fe, ok := errors.AsType[*FieldError](err); ok {
 			return nil, nil, fe
+		}
+		if pe, ok := errors.AsType[*PayloadSizeError](err); ok {
+			return nil, nil, pe
 		}
 		return nil, nil, err
 	}

@@ -7,7 +7,8 @@
 // that matches ErrInvalid (errors.Is) and, when one field is wrong, a
 // *FieldError (errors.As) naming it. The same checks run again in the worker
 // through DecodeSMS and DecodeEmail, so a payload written by another program
-// gets no further than one written by this package.
+// gets no further than one written by this package. A payload larger than
+// MaxPayload is refused whole, by its length, before it is decoded.
 //
 // # Tasks
 //

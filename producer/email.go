@@ -99,11 +99,15 @@ func validateAddress(field, s string) error {
 	return nil
 }
 
-// DecodeEmail parses and validates the payload of a TypeEmail task. The JSON
-// is read strictly: an unknown field, a value of the wrong type or anything
-// after the object is an error. Every error matches ErrInvalid; one about a
-// field is a *FieldError naming it.
+// DecodeEmail parses and validates the payload of a TypeEmail task. A
+// payload larger than MaxPayload is refused unread (a *PayloadSizeError).
+// The JSON is read strictly: an unknown field, a value of the wrong type or
+// anything after the object is an error. Every error matches ErrInvalid; one
+// about a field is a *FieldError naming it.
 func DecodeEmail(payload []byte) (Email, error) {
+	if err := CheckPayloadSize(payload); err != nil {
+		return Email{}, wrapDecode(TypeEmail, err)
+	}
 	var m Email
 	if err := decode(payload, &m); err != nil {
 		return Email{}, wrapDecode(TypeEmail, err)

@@ -54,3 +54,43 @@ func decode(payload []byte, v any) error {
 func wrapDecode(typ string, err error) error {
 	return fmt.Errorf("producer: decode %s payload: %w", typ, err)
 }
+
+// MaxPayload is the largest payload a task may have, in bytes of JSON as
+// asynq stores it in Redis (512 KiB). The producer refuses a larger task
+// before anything reaches Redis, and the worker archives one without
+// decoding it, so a payload written by another program cannot make a
+// worker parse megabytes or a provider receive them.
+//
+// It is twice MaxEmailBody: an email body of MaxEmailBody bytes fits with
+// its other fields as long as JSON escaping does not double it (a quote,
+// backslash or line break takes two bytes, another control character six).
+// An SMS, at most MaxSMSBody characters, is always far below it.
+const MaxPayload = 512 << 10
+
+// PayloadSizeError reports a payload larger than MaxPayload. It wraps
+// ErrInvalid, and errors.As finds it in the errors of this package.
+type PayloadSizeError struct {
+	// Size is the payload's size, in bytes.
+	Size int
+}
+
+// Error returns, for example,
+//
+//	invalid task: the payload is 614462 bytes of JSON, more than the limit of 524288
+func (e *PayloadSizeError) Error() string {
+	return fmt.Sprintf("%v: the payload is %d bytes of JSON, more than the limit of %d", ErrInvalid, e.Size, MaxPayload)
+}
+
+// Unwrap returns ErrInvalid.
+func (e *PayloadSizeError) Unwrap() error { return ErrInvalid }
+
+// CheckPayloadSize returns a *PayloadSizeError when payload is larger than
+// MaxPayload, and nil otherwise. It reads only the length: call it before
+// decoding a payload from elsewhere. DecodeSMS and DecodeEmail call it
+// first.
+func CheckPayloadSize(payload []byte) error {
+	if len(payload) > MaxPayload {
+		return &PayloadSizeError{Size: len(payload)}
+	}
+	return nil
+}

@@ -47,11 +47,15 @@ func (m SMS) Validate() error {
 	return nil
 }
 
-// DecodeSMS parses and validates the payload of a TypeSMS task. The JSON is
-// read strictly: an unknown field, a value of the wrong type or anything
+// DecodeSMS parses and validates the payload of a TypeSMS task. A payload
+// larger than MaxPayload is refused unread (a *PayloadSizeError). The JSON
+// is read strictly: an unknown field, a value of the wrong type or anything
 // after the object is an error. Every error matches ErrInvalid; one about a
 // field is a *FieldError naming it.
 func DecodeSMS(payload []byte) (SMS, error) {
+	if err := CheckPayloadSize(payload); err != nil {
+		return SMS{}, wrapDecode(TypeSMS, err)
+	}
 	var m SMS
 	if err := decode(payload, &m); err != nil {
 		return SMS{}, wrapDecode(TypeSMS, err)

@@ -28,7 +28,8 @@ const DefaultMaxRetry = 25
 // and the task is given the budget plus one.
 const maxBudget = math.MaxInt32 - 1
 
-// NewSMSTask validates tenant and m and returns a TypeSMS task for them,
+// NewSMSTask validates tenant and m and returns a TypeSMS task for them
+// (an m whose JSON is larger than MaxPayload is a *PayloadSizeError),
 // with the headers HeaderTenant and HeaderMaxRetry. opts are asynq options
 // (asynq.Queue, ProcessIn, TaskID, Unique, Timeout, ...), applied when the
 // task is enqueued; an asynq.MaxRetry(n) among them becomes the
@@ -62,6 +63,9 @@ func newTask(typ, tenant string, m message, opts []asynq.Option) (*asynq.Task, e
 	payload, err := encode(m)
 	if err != nil {
 		return nil, fmt.Errorf("producer: new %s task for tenant %q: encode payload: %w", typ, tenant, err)
+	}
+	if err := CheckPayloadSize(payload); err != nil {
+		return nil, fmt.Errorf("producer: new %s task for tenant %q: %w", typ, tenant, err)
 	}
 	headers := map[string]string{
 		HeaderTenant:   tenant,

@@ -113,6 +113,56 @@ func TestMiddlewareBadTenant(t *testing.T) {
 	}
 }
 
+// TestMiddlewareOversizedPayload: an SMS or email task whose payload is
+// larger than producer.MaxPayload is archived with the reason, without
+// reaching the limiter (it spends no quota) or a provider.
+func TestMiddlewareOversizedPayload(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	headers := map[string]string{producer.HeaderTenant: "acme", producer.HeaderMaxRetry: "3"}
+	cases := []struct {
+		name    string
+		typ     string
+		payload string
+	}{
+		{"sms", producer.TypeSMS, oversized(`{"to":"+15551234567","body":"hi"}`)},
+		{"email", producer.TypeEmail, oversized(`{"to":"ada@example.com","subject":"Hi","body":"hi"}`)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			prefix := redistest.Prefix(t)
+			sms, email := newFakeSMS(nil), newFakeEmail(nil)
+			policies := perHour + "  email:send:\n    - {name: per-hour, scope: tenant, limit: 1, window: 1h}\n"
+			s := startServer(t, rdb, newThrottle(t, rdb, prefix, policies).Middleware(worker.Handler(sms, email)))
+			info := s.enqueue(t, asynq.NewTaskWithHeaders(tc.typ, []byte(tc.payload), headers), asynq.MaxRetry(5))
+
+			f := receive(t, s.failures, "ErrorHandler call")
+			s.stop()
+			if !errors.Is(f.Err, asynq.SkipRetry) {
+				t.Errorf("error %q does not match SkipRetry", f.Err)
+			}
+			want := fmt.Sprintf("task %s: invalid task: the payload is %d bytes of JSON, more than the limit of %d", tc.typ, producer.MaxPayload+1, producer.MaxPayload)
+			got := s.info(t, info.ID)
+			if got.State != asynq.TaskStateArchived {
+				t.Errorf("state = %v, want archived", got.State)
+			}
+			if !strings.Contains(got.LastErr, want) {
+				t.Errorf("LastErr = %q, want it to contain %q", got.LastErr, want)
+			}
+			if got.Retried != 0 {
+				t.Errorf("Retried = %d, want 0", got.Retried)
+			}
+			if n := len(drain(sms.got)) + len(drain(email.got)); n > 0 {
+				t.Errorf("a provider was called %d times, want 0", n)
+			}
+			if keys := redistest.Keys(t, rdb, prefix); len(keys) > 0 {
+				t.Errorf("the limiter wrote %q", keys)
+			}
+		})
+	}
+}
+
 // TestMiddlewareThrottles: a task over its limit does not run, is not a
 // failure (its Retried count stays 0, and a task with a retry budget of 0
 // is not archived), and waits in the retry set; each scope and override

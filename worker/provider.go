@@ -61,7 +61,8 @@ func (p LogProvider) SendEmail(ctx context.Context, m Message[producer.Email]) e
 // Handler returns the asynq handler that sends sms:send tasks through sms
 // and email:send tasks through email. A malformed payload, a task type it
 // does not know, or a type with no provider is archived with a clear error,
-// never retried.
+// never retried; so is a payload larger than producer.MaxPayload, which is
+// not decoded.
 func Handler(sms SMSProvider, email EmailProvider) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		id, _ := asynq.GetTaskID(ctx)

@@ -91,6 +91,11 @@ func TestHandlerArchives(t *testing.T) {
 		{"no SMS provider", smsTask(t, "acme"), true, false, []string{"no SMS provider configured"}},
 		{"no email provider", emailTask(t, "acme"), false, true, []string{"no email provider configured"}},
 		{"no SMS provider, bad payload", byHand(producer.TypeSMS, "{"), true, false, []string{"no SMS provider configured"}},
+		// Valid JSON padded with spaces: refused for its size, not decoded.
+		{"sms payload over MaxPayload", byHand(producer.TypeSMS, oversized(`{"to":"+15551234567","body":"hi"}`)), false, false,
+			[]string{fmt.Sprintf("the payload is %d bytes of JSON, more than the limit of %d", producer.MaxPayload+1, producer.MaxPayload)}},
+		{"email payload over MaxPayload", byHand(producer.TypeEmail, oversized(`{"to":"ada@example.com","subject":"Hi","body":"hi"}`)), false, false,
+			[]string{fmt.Sprintf("the payload is %d bytes of JSON, more than the limit of %d", producer.MaxPayload+1, producer.MaxPayload)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,6 +127,12 @@ func TestHandlerArchives(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oversized returns payload followed by spaces, which JSON allows, to
+// producer.MaxPayload+1 bytes: a valid payload, but one byte too large.
+func oversized(payload string) string {
+	return payload + strings.Repeat(" ", producer.MaxPayload+1-len(payload))
 }
 
 // TestHandlerSends: a good task reaches its provider with its tenant and

@@ -283,6 +283,10 @@ func (t *Throttle) Stop() { t.stopOnce.Do(func() { close(t.stopping) }) }
 // task type's sends (or the tenant's, with HoldTenant) are held back in
 // every worker until the provider's Retry-After.
 //
+// A task of type producer.TypeSMS or producer.TypeEmail whose payload is
+// larger than producer.MaxPayload is archived before it reaches the limiter
+// or the handler.
+//
 // Retry budget: the task's budget is the producer.HeaderMaxRetry header
 // (asynq's MaxRetry minus one for tasks without it). A real failure with the
 // budget spent is archived (asynq.SkipRetry); throttling never spends it.
@@ -291,6 +295,13 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		tenant := task.Headers()[producer.HeaderTenant]
 		if err := producer.ValidateTenant(tenant); err != nil {
 			return fmt.Errorf("%w: task %s: header %s: %v", asynq.SkipRetry, task.Type(), producer.HeaderTenant, err)
+		}
+		if typ := task.Type(); typ == producer.TypeSMS || typ == producer.TypeEmail {
+			// Refused before the limiter: an oversized task must not
+			// spend a slot of the tenant's quota, nor be decoded.
+			if err := producer.CheckPayloadSize(task.Payload()); err != nil {
+				return fmt.Errorf("%w: task %s: %v", asynq.SkipRetry, typ, err)
+			}
 		}
 		holdKey := t.holdKey(task.Type(), tenant)
 		if err := t.admit(ctx, holdKey, task.Type(), tenant, t.policies.Current().For(task.Type(), tenant)); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +17,8 @@ import (
 )
 
 // Webhook sends SMS by POSTing JSON {"id", "tenant", "to", "body"} to URL,
-// with the header Idempotency-Key set to the task ID.
+// with the header Idempotency-Key set to the task ID and, when Token is
+// set, "Authorization: Bearer <Token>".
 //
 //   - 2xx: sent.
 //   - 429: the provider throttled us: a *ThrottledError to come back at its
@@ -24,9 +26,16 @@ import (
 //     usable one, or with one more than a year away).
 //   - 5xx and network errors: a failure, retried with backoff.
 //   - other 4xx: permanent, archived with the provider's message.
+//
+// Errors and String never show Token, nor the user information of URL
+// (https://user:password@host/ becomes https://xxxxx@host/).
 type Webhook struct {
-	// URL receives the POSTs.
+	// URL receives the POSTs. User information in it, if any, is sent as
+	// HTTP basic authentication, unless Token is set.
 	URL string
+
+	// Token, when not empty, is sent as "Authorization: Bearer <Token>".
+	Token string
 
 	// Client makes the requests; nil means a client with a 10 s timeout.
 	Client *http.Client
@@ -45,25 +54,48 @@ type webhookBody struct {
 	Body   string `json:"body"`
 }
 
+// Validate reports whether w.URL is an http or https URL with a host.
+// SendSMS checks the same; call Validate to find a mistake at startup
+// rather than at the first message. Its error shows the URL redacted.
+func (w *Webhook) Validate() error {
+	u, err := url.Parse(w.URL)
+	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err // without the URL it quotes whole
+		}
+		return fmt.Errorf("webhook: URL %q: %v", redactUserinfo(w.URL), err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("webhook: URL %q: want http:// or https:// and a host", redactUserinfo(w.URL))
+	}
+	return nil
+}
+
 // SendSMS posts m to the webhook.
 func (w *Webhook) SendSMS(ctx context.Context, m Message[producer.SMS]) error {
 	body, err := json.Marshal(webhookBody{ID: m.ID, Tenant: m.Tenant, To: m.Payload.To, Body: m.Payload.Body})
 	if err != nil {
 		return Permanent(fmt.Errorf("webhook: encode: %w", err))
 	}
+	if err := w.Validate(); err != nil {
+		return Permanent(err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return Permanent(fmt.Errorf("webhook: %w", err))
+		return Permanent(fmt.Errorf("webhook: %w", w.redactError(err)))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", m.ID)
+	if w.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+w.Token)
+	}
 	client := w.Client
 	if client == nil {
 		client = defaultHTTPClient
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
+		return fmt.Errorf("webhook: %w", w.redactError(err))
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -81,6 +113,50 @@ func (w *Webhook) SendSMS(ctx context.Context, m Message[producer.SMS]) error {
 	default:
 		return Permanent(fmt.Errorf("webhook: %w", providerError(resp, msg)))
 	}
+}
+
+// String returns "webhook " and the URL with its user information
+// redacted, for logs.
+func (w *Webhook) String() string { return "webhook " + redactUserinfo(w.URL) }
+
+// redactError returns err with the URL that a *url.Error quotes (net/url
+// and net/http quote it whole, or with only the password hidden) replaced
+// by the redacted URL. The *url.Error is copied, so errors.Is still finds
+// its cause (context.Canceled, a timeout).
+func (w *Webhook) redactError(err error) error {
+	ue, ok := errors.AsType[*url.Error](err)
+	if !ok {
+		return err
+	}
+	redacted := *ue
+	redacted.URL = redactUserinfo(w.URL)
+	return &redacted
+}
+
+// redactUserinfo returns rawURL with its user information, user name and
+// password alike, replaced by "xxxxx". A URL that does not parse, or an
+// opaque one such as "user:password@host", loses everything before its last
+// "@" but the scheme.
+func redactUserinfo(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	switch {
+	case err == nil && u.User != nil:
+		u.User = url.User("xxxxx")
+		return u.String()
+	case err == nil && u.Opaque == "", !strings.Contains(rawURL, "@"):
+		return rawURL // as written
+	}
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		scheme, rest = "", rawURL
+	} else {
+		scheme += "://"
+	}
+	i := strings.LastIndex(rest, "@")
+	if i < 0 { // the "@" is before "://": nothing of it can be shown
+		return "xxxxx"
+	}
+	return scheme + "xxxxx" + rest[i:]
 }
 
 func providerError(resp *http.Response, msg []byte) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -116,6 +117,7 @@ type request struct {
 	Method      string
 	ContentType string
 	Key         string // the Idempotency-Key header
+	Auth        string // the Authorization header
 	Body        map[string]any
 }
 
@@ -129,7 +131,7 @@ func provider(t *testing.T, reply func(w http.ResponseWriter)) (*httptest.Server
 		if err != nil {
 			t.Errorf("provider: read body: %v", err)
 		}
-		req := request{Method: r.Method, ContentType: r.Header.Get("Content-Type"), Key: r.Header.Get("Idempotency-Key")}
+		req := request{Method: r.Method, ContentType: r.Header.Get("Content-Type"), Key: r.Header.Get("Idempotency-Key"), Auth: r.Header.Get("Authorization")}
 		if err := json.Unmarshal(data, &req.Body); err != nil {
 			t.Errorf("provider: body %q is not JSON: %v", data, err)
 		}
@@ -171,6 +173,75 @@ func TestWebhookRequest(t *testing.T) {
 	}
 	if extra := drain(got); len(extra) > 0 {
 		t.Errorf("%d more requests: %v", len(extra), extra)
+	}
+}
+
+// TestWebhookToken: a Token goes as a bearer token, in place of the basic
+// authentication of the URL's user information.
+func TestWebhookToken(t *testing.T) {
+	t.Parallel()
+	srv, got := provider(t, status(http.StatusOK, ""))
+	withUser := strings.Replace(srv.URL, "://", "://user:pass@", 1)
+	cases := []struct {
+		name string
+		w    *worker.Webhook
+		want string
+	}{
+		{"token", &worker.Webhook{URL: srv.URL, Token: "t0ken"}, "Bearer t0ken"},
+		{"user information", &worker.Webhook{URL: withUser}, "Basic dXNlcjpwYXNz"},
+		{"both", &worker.Webhook{URL: withUser, Token: "t0ken"}, "Bearer t0ken"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.w.Client = srv.Client()
+			if err := tc.w.SendSMS(context.Background(), webhookMessage); err != nil {
+				t.Fatalf("SendSMS: %v", err)
+			}
+			if got, want := receive(t, got, "request").Auth, tc.want; got != want {
+				t.Errorf("Authorization = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestWebhookRedacts: neither an error nor String shows the token or the
+// URL's user information, whichever way the request fails.
+func TestWebhookRedacts(t *testing.T) {
+	t.Parallel()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	failing, _ := provider(t, status(http.StatusInternalServerError, "down"))
+	const user, password, token = "us3r", "s3cret", "t0ken"
+	withUser := func(u string) string { return strings.Replace(u, "://", "://"+user+":"+password+"@", 1) }
+	cases := []struct {
+		name       string
+		url        string
+		wantString string // String()
+	}{
+		{"unreachable", withUser(closedURL), "webhook " + strings.Replace(closedURL, "://", "://xxxxx@", 1)},
+		{"5xx", withUser(failing.URL), "webhook " + strings.Replace(failing.URL, "://", "://xxxxx@", 1)},
+		{"control character", "http://" + user + ":" + password + "@sms.example/\x7f", "webhook http://xxxxx@sms.example/\x7f"},
+		{"no scheme", user + ":" + password + "@sms.example/send", "webhook xxxxx@sms.example/send"},
+		{"user only", "http://" + password + "@127.0.0.1:1/send", "webhook http://xxxxx@127.0.0.1:1/send"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := &worker.Webhook{URL: tc.url, Token: token, Client: &http.Client{Timeout: 5 * time.Second}}
+			if got := w.String(); got != tc.wantString {
+				t.Errorf("String() = %q, want %q", got, tc.wantString)
+			}
+			err := w.SendSMS(context.Background(), webhookMessage)
+			if err == nil {
+				t.Fatal("SendSMS = nil, want an error")
+			}
+			for _, secret := range []string{user, password, token} {
+				if strings.Contains(err.Error(), secret) || strings.Contains(fmt.Sprintf("%+v", err), secret) {
+					t.Errorf("error %q shows %q", err, secret)
+				}
+			}
+		})
 	}
 }
 
@@ -362,11 +433,19 @@ func TestWebhookBadURL(t *testing.T) {
 	}{
 		{"no scheme separator", "://sms.example"},
 		{"control character", "http://sms.example/\x7f\n"},
+		{"empty", ""},
+		{"other scheme", "ftp://sms.example/send"},
+		{"no host", "https:///send"},
+		{"relative", "/send"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := (&worker.Webhook{URL: tc.url}).SendSMS(context.Background(), webhookMessage)
+			w := &worker.Webhook{URL: tc.url}
+			if err := w.Validate(); err == nil || !strings.HasPrefix(err.Error(), "webhook: URL ") {
+				t.Errorf("Validate = %v, want an error naming the URL", err)
+			}
+			err := w.SendSMS(context.Background(), webhookMessage)
 			if !errors.Is(err, asynq.SkipRetry) {
 				t.Errorf("SendSMS = %v, want an error matching SkipRetry", err)
 			}

@@ -31,7 +31,7 @@ with the same ID in the queue is refused, so a file with IDs is safe to send
 again), queue (default --queue), max_retry (default 25), and process_in (a
 duration such as "90s") or process_at (RFC 3339). Blank lines are skipped,
 CRLF line endings accepted, unknown fields refused; a line holds at most
-1 MiB.
+1 MiB, and a task's payload (its JSON as stored) at most 512 KiB.
 
 Every line is checked before anything is sent to Redis. If one is invalid,
 nothing is enqueued, unless --skip-invalid is given: then the valid lines

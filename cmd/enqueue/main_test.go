@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -276,6 +277,35 @@ func TestBulkRefusesInvalidFile(t *testing.T) {
 	}
 	if got := tasksIn(t, rdb, q); len(got) > 0 {
 		t.Errorf("queue %s holds %+v, want nothing", q, got)
+	}
+	if keys := redistest.QueueKeys(t, rdb, q); len(keys) > 0 {
+		t.Errorf("queue %s has keys in Redis: %q", q, keys)
+	}
+}
+
+// TestBulkRefusesOversizedPayload: a line whose task would have a payload
+// larger than producer.MaxPayload is rejected with its line number, the
+// size and the limit, and nothing is enqueued.
+func TestBulkRefusesOversizedPayload(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	q := redistest.Queue(t, rdb)
+	// A valid body of 100 KiB whose JSON is six times larger: \u0001 each.
+	body := strings.Repeat(`\u0001`, 100<<10)
+	file := lines(
+		`{"type":"sms","tenant":"acme","to":"+15551234567","body":"one"}`,
+		`{"type":"email","tenant":"acme","to":"ada@example.com","subject":"Hi","body":"`+body+`"}`,
+	)
+	r := enqueue(t, "", "bulk", "--redis", redistest.URL(t), "--queue", q, writeFile(t, file))
+	if got, want := r.code, 1; got != want {
+		t.Errorf("exit status = %d, want %d", got, want)
+	}
+	size := len(`{"to":"ada@example.com","subject":"Hi","body":""}`) + len(body)
+	if got, want := r.stderr, fmt.Sprintf("enqueue: line 2: invalid task: the payload is %d bytes of JSON, more than the limit of %d\n", size, producer.MaxPayload); got != want {
+		t.Errorf("stderr\n got %q\nwant %q", got, want)
+	}
+	if got, want := r.stdout, "enqueued 0 of 2 tasks; 1 rejected (line 2); nothing enqueued because of them (--skip-invalid enqueues the valid lines)\n"; got != want {
+		t.Errorf("stdout\n got %q\nwant %q", got, want)
 	}
 	if keys := redistest.QueueKeys(t, rdb, q); len(keys) > 0 {
 		t.Errorf("queue %s has keys in Redis: %q", q, keys)

@@ -8,7 +8,9 @@
 // or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
 //
 // With --smtp-addr, email goes through that SMTP server (STARTTLS required by
-// default; credentials best given in SLUICE_SMTP_USER and SLUICE_SMTP_PASSWORD).
+// default). Secrets come only from the environment, never from flags:
+// SLUICE_SMTP_PASSWORD and SLUICE_SMS_WEBHOOK_TOKEN, or the files named by
+// SLUICE_SMTP_PASSWORD_FILE and SLUICE_SMS_WEBHOOK_TOKEN_FILE.
 //
 // SIGTERM or SIGINT stops fetching and lets running tasks finish within the
 // shutdown timeout; SIGHUP reloads the policies file.
@@ -46,13 +48,13 @@ usage: worker --redis URL --policies FILE [--sms-webhook URL]
 
 Runs a Sluice worker: each task asks the limiter for every rule of the
 policies file that applies to it, and a denied task comes back when a slot
-frees. Every flag can also be set from the environment variable shown;
-prefer SLUICE_SMTP_PASSWORD to --smtp-password, which other users can see in ps.
+frees. Every flag can also be set from the environment variable shown.
 
 With --demo it needs nothing but Go: it runs its own Redis unless --redis is
 set, sends a burst of SMS for three tenants through built-in policies, and
 ends within a minute with a summary and a verdict (exit 0 when it passes, 1
-when it fails, 130 when interrupted).`
+when it fails, 130 when interrupted).
+` + secretsHelpParagraph
 
 var env = map[string]string{
 	"redis":            "REDIS_URL",
@@ -73,7 +75,6 @@ var env = map[string]string{
 	"smtp-addr":        "SLUICE_SMTP_ADDR",
 	"smtp-from":        "SLUICE_SMTP_FROM",
 	"smtp-user":        "SLUICE_SMTP_USER",
-	"smtp-password":    "SLUICE_SMTP_PASSWORD",
 	"smtp-starttls":    "SLUICE_SMTP_STARTTLS",
 }
 
@@ -87,13 +88,12 @@ func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	policiesPath := fs.String("policies", "", "policies `file` (YAML)")
-	smsWebhook := fs.String("sms-webhook", "", "SMS provider webhook `URL`")
+	smsWebhook := fs.String("sms-webhook", "", "SMS provider webhook `URL`; a bearer token comes from SLUICE_SMS_WEBHOOK_TOKEN or SLUICE_SMS_WEBHOOK_TOKEN_FILE")
 	smsLog := fs.Bool("sms-log", false, "log SMS instead of sending them")
 	emailLog := fs.Bool("email-log", false, "log email instead of sending it")
 	smtpAddr := fs.String("smtp-addr", "", "send email through the SMTP server at `host:port` (such as smtp.example.com:587)")
 	smtpFrom := fs.String("smtp-from", "", "sender `address` of email whose task has no from; a display name may come with it: \"Acme <noreply@acme.example>\"")
-	smtpUser := fs.String("smtp-user", "", "SMTP `username` for AUTH PLAIN")
-	smtpPassword := fs.String("smtp-password", "", "SMTP `password` (prefer the environment variable: flags show in ps)")
+	smtpUser := fs.String("smtp-user", "", "SMTP `username` for AUTH PLAIN; the password comes from SLUICE_SMTP_PASSWORD or SLUICE_SMTP_PASSWORD_FILE")
 	smtpStartTLS := worker.StartTLSRequire
 	fs.TextVar(&smtpStartTLS, "smtp-starttls", worker.StartTLSRequire, "STARTTLS `mode`: require, opportunistic (only if offered) or off")
 	concurrency := fs.Int("concurrency", 10, "tasks run at once in this process")
@@ -152,6 +152,28 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "worker: --sms-webhook and --sms-log both choose the SMS provider; give one")
 		return 2
 	}
+	smtpPassword, err := secret(envSMTPPassword)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	webhookToken, err := secret(envSMSWebhookToken)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	var webhook *worker.Webhook
+	switch {
+	case *smsWebhook != "":
+		webhook = &worker.Webhook{URL: *smsWebhook, Token: webhookToken}
+		if err := webhook.Validate(); err != nil {
+			fmt.Fprintln(os.Stderr, "worker: --sms-webhook:", err)
+			return 2
+		}
+	case webhookToken != "":
+		fmt.Fprintf(os.Stderr, "worker: %s needs --sms-webhook (SLUICE_SMS_WEBHOOK)\n", envSMSWebhookToken)
+		return 2
+	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var smtpProvider *worker.SMTP
 	switch {
@@ -159,13 +181,13 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "worker: --smtp-addr and --email-log both choose the email provider; give one")
 		return 2
 	case *smtpAddr != "":
-		smtpProvider = &worker.SMTP{Addr: *smtpAddr, From: *smtpFrom, Username: *smtpUser, Password: *smtpPassword, StartTLS: smtpStartTLS}
+		smtpProvider = &worker.SMTP{Addr: *smtpAddr, From: *smtpFrom, Username: *smtpUser, Password: smtpPassword, StartTLS: smtpStartTLS}
 		if err := smtpProvider.Validate(); err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			return 2
 		}
-	case *smtpFrom != "" || *smtpUser != "" || *smtpPassword != "":
-		fmt.Fprintln(os.Stderr, "worker: --smtp-from, --smtp-user and --smtp-password need --smtp-addr (SLUICE_SMTP_ADDR)")
+	case *smtpFrom != "" || *smtpUser != "" || smtpPassword != "":
+		fmt.Fprintln(os.Stderr, "worker: --smtp-from, --smtp-user and SLUICE_SMTP_PASSWORD need --smtp-addr (SLUICE_SMTP_ADDR)")
 		return 2
 	}
 
@@ -202,8 +224,8 @@ func run(ctx context.Context, args []string) int {
 		cfg.FailureMode = worker.FailOpen
 	}
 	switch {
-	case *smsWebhook != "":
-		cfg.SMS = &worker.Webhook{URL: *smsWebhook}
+	case webhook != nil:
+		cfg.SMS = webhook
 	case *smsLog:
 		cfg.SMS = worker.LogProvider{Logger: logger}
 	}
@@ -239,7 +261,7 @@ func run(ctx context.Context, args []string) int {
 
 	logger.Info("worker started", "redis", cli.DescribeRedis(*redisURL), "enforces", policies.Current().Summary(),
 		"unthrottled", "task types without rules run unthrottled",
-		"sms", providerName(*smsWebhook, *smsLog), "email", emailProviderName(smtpProvider, *emailLog),
+		"sms", providerName(webhook, *smsLog), "email", emailProviderName(smtpProvider, *emailLog),
 		"concurrency", *concurrency, "queues", *queues, "max_hold", *maxHold, "provider_hold", *providerHold)
 	if err := srv.Run(ctx); err != nil {
 		return fail(err)
@@ -280,10 +302,12 @@ func runDemo(ctx context.Context, redisURL, policiesPath string, tasks int, leve
 	return 1
 }
 
-func providerName(webhook string, log bool) string {
+// providerName names the SMS provider for the log, the webhook's URL
+// redacted.
+func providerName(webhook *worker.Webhook, log bool) string {
 	switch {
-	case webhook != "":
-		return "webhook " + webhook
+	case webhook != nil:
+		return webhook.String()
 	case log:
 		return "log"
 	}
@@ -294,7 +318,7 @@ func emailProviderName(smtp *worker.SMTP, log bool) string {
 	if smtp != nil {
 		return fmt.Sprintf("smtp %s (STARTTLS %s)", smtp.Addr, smtp.StartTLS)
 	}
-	return providerName("", log)
+	return providerName(nil, log)
 }
 
 // parseQueues reads "name=prio,name=prio".

@@ -58,9 +58,15 @@ func command(ctx context.Context, env []string, args ...string) *exec.Cmd {
 // cover only what happens before a worker starts.
 func runWorker(t *testing.T, args ...string) result {
 	t.Helper()
+	return runWorkerEnv(t, nil, args...)
+}
+
+// runWorkerEnv is runWorker with the environment variables of env set.
+func runWorkerEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := command(ctx, nil, args...)
+	cmd := command(ctx, env, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -105,10 +111,14 @@ func TestHelp(t *testing.T) {
 			if r.stderr != "" {
 				t.Errorf("stderr = %q, want nothing: the usage goes to stdout", r.stderr)
 			}
-			for _, want := range []string{"usage: worker --redis URL --policies FILE", "--sms-webhook URL", "[$SLUICE_POLICIES]"} {
+			for _, want := range []string{"usage: worker --redis URL --policies FILE", "--sms-webhook URL", "[$SLUICE_POLICIES]",
+				"SLUICE_SMTP_PASSWORD_FILE", "SLUICE_SMS_WEBHOOK_TOKEN_FILE"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output does not contain %q:\n%s", want, out)
 				}
+			}
+			if strings.Contains(out, "--smtp-password") {
+				t.Errorf("output offers --smtp-password, a secret in a flag:\n%s", out)
 			}
 		})
 	}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// Secrets come from the environment, never from flags, which other users
+// see in ps: from the variable itself, or from a file it names (a Docker or
+// Kubernetes secret mounted as a file).
+const (
+	envSMTPPassword      = "SLUICE_SMTP_PASSWORD"
+	envSMSWebhookToken   = "SLUICE_SMS_WEBHOOK_TOKEN"
+	fileSuffix           = "_FILE"
+	secretsHelpParagraph = `
+Secrets are read from the environment only, never from flags (flags show
+in ps): SLUICE_SMTP_PASSWORD, the SMTP password for --smtp-user, and
+SLUICE_SMS_WEBHOOK_TOKEN, sent to --sms-webhook as "Authorization: Bearer
+TOKEN". Either may instead be read from a file named by the same variable
+with _FILE (SLUICE_SMTP_PASSWORD_FILE, SLUICE_SMS_WEBHOOK_TOKEN_FILE), once
+at start, without its trailing newline. Secrets never appear in logs or
+errors, nor does user information in the --sms-webhook URL.`
+)
+
+// secret returns the secret of the environment variable name, or of the
+// file that name+"_FILE" names, read once and without its trailing newline;
+// "" when neither is set (an empty variable counts as unset). Both set is
+// an error naming both, and so is an empty or unreadable file. Errors never
+// show the secret.
+func secret(name string) (string, error) {
+	fileVar := name + fileSuffix
+	value, path := os.Getenv(name), os.Getenv(fileVar)
+	switch {
+	case value != "" && path != "":
+		return "", fmt.Errorf("%s and %s are both set; give one", name, fileVar)
+	case path == "":
+		return value, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		// Without the path: a secret given by mistake as the variable's
+		// value would be shown.
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("%s: cannot read the file it names: %v", fileVar, err)
+	}
+	s := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	if s == "" {
+		return "", fmt.Errorf("%s: the file it names is empty", fileVar)
+	}
+	return s, nil
+}
