@@ -26,20 +26,27 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
-// receipt is one POST the recording provider received.
+// receipt is one POST the recording provider received, recorded on
+// arrival.
 type receipt struct {
 	ID, Tenant, To string
+	Key            string // the Idempotency-Key header
+	Worker         string // the URL's path without its "/": workers given sink.url("w1") send "w1"
 	At             time.Time
 	Status         int
 }
 
 // smsSink is an SMS provider webhook that records every request. It answers
 // 429 (Retry-After: 1) to the first request for tenant throttledTenant, and
-// 400 to the number rejectedNumber.
+// 400 to the number rejectedNumber or a request whose Idempotency-Key is not
+// the task's ID, and holds each request for hold before
+// it answers.
 type smsSink struct {
 	mu       sync.Mutex
 	got      []receipt
 	said429  bool
+	hold     time.Duration
+	held     map[string]string // task ID -> worker, of the requests being held now
 	srv      *httptest.Server
 	notified chan struct{}
 }
@@ -49,18 +56,25 @@ const (
 	rejectedNumber  = "+15550000400"
 )
 
-func newSMSSink(t *testing.T) *smsSink {
-	s := &smsSink{notified: make(chan struct{}, 1)}
+func newSMSSink(t *testing.T) *smsSink { return newSlowSMSSink(t, 0) }
+
+// newSlowSMSSink returns a sink that holds each request for hold before it
+// answers: a worker killed meanwhile has sends in flight.
+func newSlowSMSSink(t *testing.T, hold time.Duration) *smsSink {
+	s := &smsSink{notified: make(chan struct{}, 1), hold: hold, held: map[string]string{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ ID, Tenant, To, Body string }
 		data, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(data, &body); err != nil || r.Header.Get("Idempotency-Key") != body.ID {
+		if err := json.Unmarshal(data, &body); err != nil || body.ID == "" {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		rec := receipt{ID: body.ID, Tenant: body.Tenant, To: body.To, At: time.Now(), Status: http.StatusOK}
+		rec := receipt{ID: body.ID, Tenant: body.Tenant, To: body.To, Key: r.Header.Get("Idempotency-Key"),
+			Worker: strings.TrimPrefix(r.URL.Path, "/"), At: time.Now(), Status: http.StatusOK}
 		s.mu.Lock()
 		switch {
+		case rec.Key != rec.ID:
+			rec.Status = http.StatusBadRequest
 		case body.To == rejectedNumber:
 			rec.Status = http.StatusBadRequest
 		case body.Tenant == throttledTenant && !s.said429:
@@ -68,10 +82,21 @@ func newSMSSink(t *testing.T) *smsSink {
 			rec.Status = http.StatusTooManyRequests
 		}
 		s.got = append(s.got, rec)
+		s.held[rec.ID] = rec.Worker
 		s.mu.Unlock()
 		select {
 		case s.notified <- struct{}{}:
 		default:
+		}
+		select {
+		case <-time.After(s.hold):
+		case <-r.Context().Done(): // the worker went away
+		}
+		s.mu.Lock()
+		delete(s.held, rec.ID)
+		s.mu.Unlock()
+		if r.Context().Err() != nil {
+			return
 		}
 		switch rec.Status {
 		case http.StatusTooManyRequests:
@@ -89,6 +114,33 @@ func (s *smsSink) receipts() []receipt {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.got)
+}
+
+// holding returns the IDs of the tasks whose requests from worker the sink
+// is holding now: sent, and not answered yet.
+func (s *smsSink) holding(worker string) map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := map[string]bool{}
+	for id, w := range s.held {
+		if w == worker {
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
+// url is the webhook URL to give a worker whose sends are to be recorded
+// as from name.
+func (s *smsSink) url(name string) string { return s.srv.URL + "/" + name }
+
+// delivered returns how many requests the sink received for each task ID.
+func (s *smsSink) delivered() map[string]int {
+	got := map[string]int{}
+	for _, r := range s.receipts() {
+		got[r.ID]++
+	}
+	return got
 }
 
 // buildWorker and buildEnqueue compile cmd/worker and cmd/enqueue once per
@@ -118,7 +170,7 @@ func buildCommand(name string) func() (string, error) {
 // workerProc is one worker process.
 type workerProc struct {
 	cmd  *exec.Cmd
-	logs *strings.Builder
+	logs *syncBuffer   // what it wrote to stdout and stderr
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit status, once done
 }
@@ -131,7 +183,7 @@ func startWorkers(t *testing.T, n int, args ...string) []*workerProc {
 	}
 	procs := make([]*workerProc, n)
 	for i := range procs {
-		p := &workerProc{logs: new(strings.Builder), done: make(chan struct{})}
+		p := &workerProc{logs: &syncBuffer{mu: make(chan struct{}, 1)}, done: make(chan struct{})}
 		p.cmd = exec.Command(bin, args...)
 		p.cmd.Env = os.Environ()
 		p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs

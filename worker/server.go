@@ -59,6 +59,13 @@ type Config struct {
 	// decide (FailClosed); default 1 s.
 	LimiterRetry time.Duration
 
+	// DecisionTimeout bounds each Redis call a task makes before its
+	// provider: past it the limiter has not decided, and FailureMode says
+	// what follows. Default DefaultDecisionTimeout, 1 s. See
+	// ThrottleConfig.DecisionTimeout: rdb must honour context deadlines
+	// (redis.Options.ContextTimeoutEnabled) for the bound to hold.
+	DecisionTimeout time.Duration
+
 	// MaxHold is the longest a denied task waits in the worker for its
 	// place in line before it goes back through the retry set; default 2 s,
 	// negative for never. See ThrottleConfig.MaxHold.
@@ -100,7 +107,8 @@ type Server struct {
 }
 
 // NewServer returns a worker on rdb; the caller owns rdb and closes it after
-// the server has shut down. Its limiter batches (throttle.WithBatching): the
+// the server has shut down. It adds SyncHook to rdb, so that what asynq
+// could not write during an outage is written after it. Its limiter batches (throttle.WithBatching): the
 // decisions of tasks that start at the same time share a pipeline.
 func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if rdb == nil {
@@ -113,6 +121,7 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	rdb.AddHook(SyncHook{})
 	prefix := cfg.Prefix
 	if prefix == "" {
 		prefix = throttle.DefaultPrefix
@@ -133,6 +142,7 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	t, err := NewThrottle(limiter, cfg.Policies, &ThrottleConfig{
 		FailureMode:              cfg.FailureMode,
 		LimiterRetry:             cfg.LimiterRetry,
+		DecisionTimeout:          cfg.DecisionTimeout,
 		MaxHold:                  cfg.MaxHold,
 		DelayedTaskCheckInterval: interval,
 		FetchInterval:            fetch,

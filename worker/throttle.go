@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -64,15 +65,23 @@ func IsFailure(err error) bool { return !IsThrottled(err) }
 // task comes back at its RetryAfter, rounded up to the next whole second
 // because asynq v0.26 stores retry times as whole Unix seconds (truncated: a
 // task due at 12:00:00.400 would otherwise come back at 12:00:00 and be
-// denied again). Other errors get fallback, or asynq's default when nil.
+// denied again). A task recovered from a worker that died
+// (asynq.ErrLeaseExpired) comes back at once; it still counts as a failure,
+// so that a task that kills its workers cannot do so forever. Other errors
+// get fallback, or asynq's default when nil.
 func RetryDelay(fallback asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 	if fallback == nil {
 		fallback = asynq.DefaultRetryDelayFunc
 	}
 	return func(n int, err error, task *asynq.Task) time.Duration {
 		var te *ThrottledError
-		if errors.As(err, &te) {
+		switch {
+		case errors.As(err, &te):
 			return ceilToSecond(time.Now(), te.RetryAfter)
+		case errors.Is(err, asynq.ErrLeaseExpired):
+			// asynq's recoverer gives back the task of a worker that died,
+			// a minute after the lease it held ended: it has waited enough.
+			return 0
 		}
 		return fallback(n, err, task)
 	}
@@ -123,6 +132,14 @@ type ThrottleConfig struct {
 	// LimiterRetry is how long a task waits when the limiter could not
 	// decide (FailClosed); default 1 s.
 	LimiterRetry time.Duration
+
+	// DecisionTimeout bounds each of the middleware's Redis calls for a
+	// task (the provider hold's read, the limiter's decision): past it the
+	// limiter has not decided, and FailureMode says what follows. Default
+	// DefaultDecisionTimeout. The bound holds only if the Redis client
+	// honours context deadlines (redis.Options.ContextTimeoutEnabled, set
+	// by the worker command); otherwise its ReadTimeout bounds the call.
+	DecisionTimeout time.Duration
 
 	// MaxHold is the longest a denied task is held in the worker, waiting
 	// for its place in line, instead of going back through asynq's retry
@@ -182,6 +199,11 @@ type DecisionEvent struct {
 	Latency time.Duration
 }
 
+// DefaultDecisionTimeout is ThrottleConfig.DecisionTimeout's default: a
+// decision takes well under a millisecond on a healthy Redis, so a second
+// means Redis is not answering.
+const DefaultDecisionTimeout = time.Second
+
 // maxHolds is how many times one run of a task may wait in the worker
 // (for a provider hold or its place in line) before it goes back through
 // the retry set: a waiting task can lose its place to a newcomer and be
@@ -201,12 +223,19 @@ type Throttle struct {
 	logger   *slog.Logger
 	mode     FailureMode
 	backoff  time.Duration
+	timeout  time.Duration // DecisionTimeout
 	maxHold  time.Duration
 	lead     time.Duration
 	scope    HoldScope
 	holds    *holdCache
 
 	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
+
+	// down is when the limiter last began to fail, zero while it answers:
+	// the change is logged once each way, not once a task.
+	downMu  sync.Mutex
+	down    time.Time
+	anyDown atomic.Bool // !down.IsZero(), read without the lock
 
 	stopOnce sync.Once
 	stopping chan struct{}
@@ -227,6 +256,7 @@ func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleC
 		logger:   cfg.Logger,
 		mode:     cfg.FailureMode,
 		backoff:  cfg.LimiterRetry,
+		timeout:  cfg.DecisionTimeout,
 		maxHold:  cfg.MaxHold,
 		scope:    cfg.ProviderHold,
 		holds:    &holdCache{limiter: limiter, m: map[string]holdEntry{}},
@@ -242,6 +272,9 @@ func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleC
 	}
 	if t.maxHold == 0 {
 		t.maxHold = 2 * time.Second
+	}
+	if t.timeout <= 0 {
+		t.timeout = DefaultDecisionTimeout
 	}
 	interval := cfg.DelayedTaskCheckInterval
 	if interval <= 0 {
@@ -362,7 +395,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		if err := ctx.Err(); err != nil {
 			return &ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
 		}
-		left, err := t.holds.left(ctx, holdKey)
+		left, err := t.holdLeft(ctx, holdKey)
 		if err != nil {
 			// A hold that cannot be read counts as none: the limiter's own
 			// failure mode then decides.
@@ -378,15 +411,23 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 			return nil
 		}
 		asked := time.Now()
-		md, err := t.limiter.AllowInLine(ctx, id, checks)
-		t.decided(taskType, tenant, applied, md, err, time.Since(asked))
+		md, err := t.decide(ctx, id, checks)
+		latency := time.Since(asked)
+		t.decided(taskType, tenant, applied, md, err, latency)
+		if err == nil || ctx.Err() == nil {
+			t.availability(err, latency)
+		}
+		if err != nil {
+			t.logger.Debug("limiter did not decide", "task", id, "latency", latency, "err", err)
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			// Not the limiter's fault: never run a task without a decision
 			// because its own context ended (asynq may have requeued it).
 			return &ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
 		case err != nil && t.mode == FailOpen:
-			t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)", "task", id, "err", err)
+			t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)",
+				"task", id, "type", taskType, "tenant", tenant, "latency", latency, "err", err)
 			return nil
 		case err != nil:
 			return &ThrottledError{RetryAfter: t.backoff, By: "limiter unavailable", Err: err}
@@ -404,6 +445,45 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 			back -= t.lead
 		}
 		return &ThrottledError{RetryAfter: max(back, 0), By: "rule " + applied[md.Denied].Rule}
+	}
+}
+
+// holdLeft reads the provider hold on key within the decision timeout.
+func (t *Throttle) holdLeft(ctx context.Context, key string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	return t.holds.left(ctx, key)
+}
+
+// decide asks the limiter for checks within the decision timeout.
+func (t *Throttle) decide(ctx context.Context, id string, checks []throttle.Check) (throttle.MultiDecision, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	return t.limiter.AllowInLine(ctx, id, checks)
+}
+
+// availability logs when the limiter stops answering (err set) and when
+// it answers again, once each: during an outage every task of every worker
+// fails to get a decision, and one line says so better than thousands.
+func (t *Throttle) availability(err error, latency time.Duration) {
+	if err == nil && !t.anyDown.Load() {
+		return
+	}
+	t.downMu.Lock()
+	defer t.downMu.Unlock()
+	switch {
+	case err != nil && t.down.IsZero():
+		t.down = time.Now()
+		t.anyDown.Store(true)
+		what := "tasks wait and come back (fail-closed)"
+		if t.mode == FailOpen {
+			what = "tasks run without a decision (fail-open)"
+		}
+		t.logger.Warn("limiter unavailable: "+what, "latency", latency, "err", err)
+	case err == nil && !t.down.IsZero():
+		t.logger.Info("limiter available again", "unavailable_for", time.Since(t.down).Round(time.Millisecond))
+		t.down = time.Time{}
+		t.anyDown.Store(false)
 	}
 }
 

@@ -68,6 +68,7 @@ var env = map[string]string{
 	"check-interval":   "SLUICE_CHECK_INTERVAL",
 	"shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
 	"fail-open":        "SLUICE_FAIL_OPEN",
+	"decision-timeout": "SLUICE_DECISION_TIMEOUT",
 	"max-hold":         "SLUICE_MAX_HOLD",
 	"fetch-interval":   "SLUICE_FETCH_INTERVAL",
 	"provider-hold":    "SLUICE_PROVIDER_HOLD",
@@ -103,6 +104,7 @@ func run(ctx context.Context, args []string) int {
 	fetchInterval := fs.Duration("fetch-interval", 100*time.Millisecond, "how often an idle worker looks for tasks in its empty queues")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long running tasks may finish at shutdown")
 	failOpen := fs.Bool("fail-open", false, "run tasks without a decision when Redis cannot decide (default: they wait)")
+	decisionTimeout := fs.Duration("decision-timeout", worker.DefaultDecisionTimeout, "longest a task waits for Redis to decide; past it --fail-open says what follows")
 	maxHold := fs.Duration("max-hold", 2*time.Second, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never; 0: the default)")
 	providerHold := fs.String("provider-hold", "account", "whose sends a provider's 429 holds back in every worker: account (all tenants) or tenant")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -128,7 +130,7 @@ func run(ctx context.Context, args []string) int {
 	for _, d := range []struct {
 		name  string
 		value time.Duration
-	}{{"check-interval", *checkInterval}, {"fetch-interval", *fetchInterval}, {"shutdown-timeout", *shutdownTimeout}} {
+	}{{"check-interval", *checkInterval}, {"fetch-interval", *fetchInterval}, {"shutdown-timeout", *shutdownTimeout}, {"decision-timeout", *decisionTimeout}} {
 		if d.value <= 0 {
 			fmt.Fprintf(os.Stderr, "worker: --%s %v: must be more than 0\n", d.name, d.value)
 			return 2
@@ -216,6 +218,7 @@ func run(ctx context.Context, args []string) int {
 		DelayedTaskCheckInterval: *checkInterval,
 		FetchInterval:            *fetchInterval,
 		ShutdownTimeout:          *shutdownTimeout,
+		DecisionTimeout:          *decisionTimeout,
 		MaxHold:                  *maxHold,
 		ProviderHold:             holdScope,
 		Logger:                   logger,
@@ -262,7 +265,8 @@ func run(ctx context.Context, args []string) int {
 	logger.Info("worker started", "redis", cli.DescribeRedis(*redisURL), "enforces", policies.Current().Summary(),
 		"unthrottled", "task types without rules run unthrottled",
 		"sms", providerName(webhook, *smsLog), "email", emailProviderName(smtpProvider, *emailLog),
-		"concurrency", *concurrency, "queues", *queues, "max_hold", *maxHold, "provider_hold", *providerHold)
+		"concurrency", *concurrency, "queues", *queues, "max_hold", *maxHold, "provider_hold", *providerHold,
+		"decision_timeout", *decisionTimeout, "fail_open", *failOpen)
 	if err := srv.Run(ctx); err != nil {
 		return fail(err)
 	}

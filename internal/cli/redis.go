@@ -50,6 +50,11 @@ func (quiet) Printf(context.Context, string, ...any) {}
 //     path is the database, the user and password are the sentinels', and
 //     the query parameters username and password are the master's.
 //
+// Its clients honour the deadlines of contexts
+// (ContextTimeoutEnabled): a call with a deadline returns by it, even when
+// Redis has stopped answering, which is what bounds the worker's
+// --decision-timeout.
+//
 // The error is one line that names the URL, its passwords hidden (see
 // RedactURL), and what is wrong with it.
 func RedisClient(rawURL string) (redis.UniversalClient, error) {
@@ -180,14 +185,18 @@ func (c redisConfig) tlsConfig() *tls.Config {
 	return c.single.TLSConfig
 }
 
-// client returns a new client of the kind c says.
+// client returns a new client of the kind c says, which honours the
+// deadlines of contexts.
 func (c redisConfig) client() redis.UniversalClient {
 	switch {
 	case c.cluster != nil:
+		c.cluster.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(c.cluster)
 	case c.failover != nil:
+		c.failover.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(c.failover)
 	}
+	c.single.ContextTimeoutEnabled = true
 	return redis.NewClient(c.single)
 }
 

@@ -1,0 +1,652 @@
+package integration_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/arrivals"
+	"github.com/sluicehq/sluice/internal/faultproxy"
+	"github.com/sluicehq/sluice/internal/redisproc"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/producer"
+)
+
+// The fault tests put a throttled backlog through worker processes, inject
+// one fault while it drains, and check afterwards, from the provider's
+// side, that every task arrived (exactly once, or again only where the
+// fault allows it) and that no window held more than its limit. What they
+// measure they log; docs/RELIABILITY.md gives the figures.
+
+// waitFor polls cond until it holds, and fails t when it does not within d.
+// what names the wait in the failure. A value on notified polls at once.
+func waitFor(t *testing.T, d time.Duration, what string, notified <-chan struct{}, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		select {
+		case <-notified:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// queueLeft says what queue still holds, "" when it is empty: every task
+// done.
+func queueLeft(t *testing.T, rdb redis.UniversalClient, queue string) string {
+	t.Helper()
+	qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue)
+	if err != nil {
+		t.Fatalf("queue %s: %v", queue, err)
+	}
+	if qi.Pending+qi.Active+qi.Scheduled+qi.Retry+qi.Archived == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d pending, %d active, %d scheduled, %d retry, %d archived",
+		qi.Pending, qi.Active, qi.Scheduled, qi.Retry, qi.Archived)
+}
+
+// waitDrained waits until queue is empty, and fails t with what it holds
+// when it is not within d.
+func waitDrained(t *testing.T, rdb redis.UniversalClient, queue string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		left := queueLeft(t, rdb, queue)
+		if left == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %s not empty within %v: %s", queue, d, left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stopWorkers stops procs with SIGTERM, as an operator would, and fails t
+// unless each exits cleanly within 15 s: a worker that crashed during the
+// fault has exited already, with an error.
+func stopWorkers(t *testing.T, procs ...*workerProc) {
+	t.Helper()
+	for i, p := range procs {
+		select {
+		case <-p.done:
+			t.Errorf("worker %d had exited before it was stopped: %v", i, p.err)
+			continue
+		default:
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, p := range procs {
+		select {
+		case <-p.done:
+			if p.err != nil {
+				t.Errorf("worker %d stopped by SIGTERM exited with %v", i, p.err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("worker %d did not exit within 15 s of SIGTERM", i)
+		}
+	}
+}
+
+// backlog enqueues perTenant SMS for each tenant on queue, and returns the
+// tenant of each task by ID.
+func backlog(t *testing.T, rdb redis.UniversalClient, queue string, perTenant int, tenants ...string) map[string]string {
+	t.Helper()
+	pc := producer.NewClientFromRedisClient(rdb)
+	defer pc.Close()
+	want := map[string]string{}
+	for _, tenant := range tenants {
+		for i := range perTenant {
+			info, err := pc.EnqueueSMS(context.Background(), tenant, producer.SMS{To: fmt.Sprintf("+1555%07d", i), Body: "fault"}, asynq.Queue(queue))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[info.ID] = tenant
+		}
+	}
+	return want
+}
+
+// limits are the rules of a fault test's policies file, a 1 s window each:
+// at most tenant a second for each tenant (none when 0) and global for
+// all.
+type limits struct{ tenant, global int }
+
+func (l limits) policies(t *testing.T) string {
+	t.Helper()
+	text := "margin: 50ms\ntasks:\n  sms:send:\n"
+	if l.tenant > 0 {
+		text += fmt.Sprintf("    - { name: tenant, scope: tenant, limit: %d, window: 1s }\n", l.tenant)
+	}
+	text += fmt.Sprintf("    - { name: provider, scope: global, limit: %d, window: 1s }\n", l.global)
+	return writePolicies(t, text)
+}
+
+// check fails t unless the provider saw no more than l in any 1 s window
+// of rs, per tenant and in all.
+func (l limits) check(t *testing.T, rs []receipt) {
+	t.Helper()
+	byTenant := map[string][]time.Time{}
+	var all []time.Time
+	for _, r := range rs {
+		byTenant[r.Tenant] = append(byTenant[r.Tenant], r.At)
+		all = append(all, r.At)
+	}
+	if l.tenant > 0 {
+		for tenant, times := range byTenant {
+			if n := arrivals.MaxInWindow(times, time.Second); n > l.tenant {
+				t.Errorf("tenant %s: the provider saw %d in one window, limit %d", tenant, n, l.tenant)
+			}
+		}
+	}
+	if n := arrivals.MaxInWindow(all, time.Second); n > l.global {
+		t.Errorf("the provider saw %d in one window, global limit %d; the window:\n%s", n, l.global, densest(rs, time.Second))
+	}
+}
+
+// densest lists the receipts of rs in the 1 s window that holds the most,
+// one a line, for a failure's message.
+func densest(rs []receipt, w time.Duration) string {
+	sorted := slices.SortedFunc(slices.Values(rs), func(a, b receipt) int { return a.At.Compare(b.At) })
+	best, from := 0, 0
+	for i := range sorted {
+		n := 0
+		for j := i; j < len(sorted) && sorted[j].At.Sub(sorted[i].At) < w; j++ {
+			n++
+		}
+		if n > best {
+			best, from = n, i
+		}
+	}
+	var b strings.Builder
+	for _, r := range sorted[from : from+best] {
+		fmt.Fprintf(&b, "  %s +%v %s %s %s\n", r.At.Format("15:04:05.000"), r.At.Sub(sorted[from].At).Round(time.Millisecond), r.Worker, r.Tenant, r.ID)
+	}
+	return b.String()
+}
+
+// checkDelivered fails t unless the provider accepted every task of want,
+// for its tenant, with the task's ID as Idempotency-Key, and nothing else.
+// It returns how many requests were repeats of a task already delivered;
+// again, unless nil, says which tasks may arrive more than once.
+func checkDelivered(t *testing.T, rs []receipt, want map[string]string, again map[string]bool) (repeats int) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range rs {
+		tenant, ok := want[r.ID]
+		switch {
+		case !ok:
+			t.Errorf("the provider got unexpected task %s", r.ID)
+		case r.Status != http.StatusOK:
+			t.Errorf("the provider answered %d to task %s (Idempotency-Key %q)", r.Status, r.ID, r.Key)
+		case r.Tenant != tenant:
+			t.Errorf("task %s arrived for tenant %q, enqueued for %q", r.ID, r.Tenant, tenant)
+		}
+		if seen[r.ID] {
+			repeats++
+			if !again[r.ID] {
+				t.Errorf("task %s delivered more than once", r.ID)
+			}
+		}
+		seen[r.ID] = true
+	}
+	for id := range want {
+		if !seen[id] {
+			t.Errorf("task %s never reached the provider", id)
+		}
+	}
+	return repeats
+}
+
+// cpuTime is the CPU time process pid has used so far, user and system,
+// from /proc/PID/stat.
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: utime and stime are the 14th and 15th of the line.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	const clockTicks = 100 // USER_HZ on Linux
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/%d/stat: %v", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// logLines returns the JSON log lines of logs whose message is msg.
+func logLines(t *testing.T, logs, msg string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			continue // not a log line
+		}
+		if line["msg"] == msg {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
+// proxied returns rawURL with its host and port replaced by addr.
+func proxied(t *testing.T, rawURL, addr string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = addr
+	return u.String()
+}
+
+// startProxy starts a fault proxy in front of the Redis at rawURL, and
+// returns it and the URL that goes through it.
+func startProxy(t *testing.T, rawURL string) (*faultproxy.Proxy, string) {
+	t.Helper()
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := faultproxy.Start(opt.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p, proxied(t, rawURL, p.Addr())
+}
+
+// decisionTimeout is the fault tests' --decision-timeout.
+const decisionTimeout = 500 * time.Millisecond
+
+// TestRedisOutage cuts every worker off Redis for 10 s while they drain a
+// throttled backlog: Redis refusing connections, or a partition that drops
+// every byte, which the workers see only through their timeouts. It checks
+// that the workers neither crash nor spin (CPU time during the outage),
+// that each decision fails within the decision timeout, that fail-closed
+// workers send nothing without a decision and fail-open ones send and log
+// each such task, and that after the outage every task is delivered
+// exactly once, within the limits when fail-closed.
+func TestRedisOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: each case cuts Redis off for 10 s")
+	}
+	const outage = 10 * time.Second
+	cases := []struct {
+		name     string
+		mode     faultproxy.Mode
+		failOpen bool
+	}{
+		{"down, fail-closed", faultproxy.Refuse, false},
+		{"partitioned, fail-closed", faultproxy.Blackhole, false},
+		{"partitioned, fail-open", faultproxy.Blackhole, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rawURL := redistest.URL(t)
+			rdb := redistest.Client(t)
+			queue := redistest.Queue(t, rdb)
+			proxy, throughProxy := startProxy(t, rawURL)
+			sink := newSMSSink(t)
+			lim := limits{tenant: 2, global: 3}
+			want := backlog(t, rdb, queue, 15, "acme", "globex")
+			args := []string{"--redis", throughProxy, "--policies", lim.policies(t), "--sms-webhook", sink.srv.URL,
+				"--queues", queue + "=1", "--prefix", redistest.Prefix(t), "--concurrency", "4",
+				"--decision-timeout", decisionTimeout.String(), "--log-level", "debug",
+				// Denied tasks wait in the workers for their places, never
+				// in the retry set: so tasks ask the limiter during the
+				// outage, when no task can be fetched from Redis.
+				"--max-hold", "1m"}
+			if tc.failOpen {
+				args = append(args, "--fail-open")
+			}
+			procs := startWorkers(t, 2, args...)
+
+			waitFor(t, 20*time.Second, "6 tasks at the provider", sink.notified, func() bool { return len(sink.delivered()) >= 6 })
+			cpu := make([]time.Duration, len(procs))
+			for i, p := range procs {
+				cpu[i] = cpuTime(t, p.cmd.Process.Pid)
+			}
+			conns := proxy.Accepted()
+			cut := time.Now()
+			proxy.Set(tc.mode)
+			select {
+			case <-procs[0].done:
+				t.Fatalf("worker 0 exited during the outage: %v", procs[0].err)
+			case <-procs[1].done:
+				t.Fatalf("worker 1 exited during the outage: %v", procs[1].err)
+			case <-time.After(outage):
+			}
+			for i, p := range procs {
+				used := cpuTime(t, p.cmd.Process.Pid) - cpu[i]
+				t.Logf("worker %d: %v of CPU in the %v outage", i, used, outage)
+				// A worker that spins on errors burns a core; one that
+				// waits uses a few percent.
+				if used > outage/4 {
+					t.Errorf("worker %d used %v of CPU in the %v outage: it spins", i, used, outage)
+				}
+			}
+			conns = proxy.Accepted() - conns
+			healed := time.Now()
+			proxy.Set(faultproxy.Pass)
+			t.Logf("%d connections opened to Redis during the outage by both workers", conns)
+
+			waitDrained(t, rdb, queue, 60*time.Second)
+			stopWorkers(t, procs...)
+
+			rs := sink.receipts()
+			checkDelivered(t, rs, want, nil)
+			var during, firstAfter int // sends during the outage after the first second; the first after it
+			firstAfter = -1
+			for i, r := range rs {
+				if r.At.After(cut.Add(time.Second)) && r.At.Before(healed) {
+					during++
+				}
+				if firstAfter < 0 && r.At.After(healed) {
+					firstAfter = i
+				}
+			}
+			if firstAfter >= 0 {
+				t.Logf("the first task after the outage reached the provider %v after it ended", rs[firstAfter].At.Sub(healed).Round(time.Millisecond))
+			}
+
+			var undecided, failedOpen []map[string]any
+			for _, p := range procs {
+				undecided = append(undecided, logLines(t, p.logs.String(), "limiter did not decide")...)
+				failedOpen = append(failedOpen, logLines(t, p.logs.String(), "limiter unavailable; running the task without a decision (fail-open)")...)
+			}
+			if len(undecided) == 0 {
+				t.Errorf("no decision failed during the outage: the outage tested nothing")
+			}
+			var slowest time.Duration
+			for _, line := range undecided {
+				latency := time.Duration(line["latency"].(float64))
+				slowest = max(slowest, latency)
+				if latency > decisionTimeout+time.Second {
+					t.Errorf("a decision failed after %v, with a decision timeout of %v: %v", latency, decisionTimeout, line["err"])
+				}
+			}
+			t.Logf("%d decisions failed during the outage, the slowest after %v (decision timeout %v)", len(undecided), slowest, decisionTimeout)
+
+			if tc.failOpen {
+				// Every send without a decision is logged, so no more
+				// reached the provider during the outage than were logged.
+				if len(failedOpen) == 0 {
+					t.Errorf("no task ran without a decision: fail-open tested nothing")
+				}
+				if during > len(failedOpen) {
+					t.Errorf("%d tasks reached the provider during the outage, %d logged as run without a decision", during, len(failedOpen))
+				}
+				t.Logf("fail-open: %d tasks ran without a decision, %d of them reached the provider after the outage's first second", len(failedOpen), during)
+				return
+			}
+			if len(failedOpen) > 0 {
+				t.Errorf("fail-closed, %d tasks ran without a decision", len(failedOpen))
+			}
+			if during > 0 {
+				t.Errorf("fail-closed, %d tasks reached the provider during the outage, after its first second", during)
+			}
+			lim.check(t, rs)
+		})
+	}
+}
+
+// TestPartitionedWorker cuts one of three workers off Redis for 10 s, a
+// partition that drops every byte, while the others go on: the partitioned
+// worker admits nothing (it sends nothing after the first second of the
+// partition), the others keep delivering within the limits, and after the
+// partition every task has been delivered exactly once.
+func TestPartitionedWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the partition lasts 10 s")
+	}
+	const partition = 10 * time.Second
+	rawURL := redistest.URL(t)
+	rdb := redistest.Client(t)
+	queue := redistest.Queue(t, rdb)
+	proxy, throughProxy := startProxy(t, rawURL)
+	sink := newSMSSink(t)
+	lim := limits{tenant: 2, global: 4}
+	want := backlog(t, rdb, queue, 30, "acme", "globex")
+	policies, prefix := lim.policies(t), redistest.Prefix(t) // the workers must share them
+	args := func(name, url string) []string {
+		return []string{"--redis", url, "--policies", policies, "--sms-webhook", sink.url(name),
+			"--queues", queue + "=1", "--prefix", prefix, "--concurrency", "4",
+			"--decision-timeout", decisionTimeout.String(), "--log-level", "debug",
+			"--max-hold", "1m"} // tasks wait in the workers, so the cut one asks during the partition
+	}
+	procs := append(startWorkers(t, 1, args("cut", throughProxy)...), startWorkers(t, 2, args("other", rawURL)...)...)
+
+	waitFor(t, 20*time.Second, "6 tasks at the provider", sink.notified, func() bool { return len(sink.delivered()) >= 6 })
+	cut := time.Now()
+	proxy.Set(faultproxy.Blackhole)
+	select {
+	case <-procs[0].done:
+		t.Fatalf("the partitioned worker exited: %v", procs[0].err)
+	case <-time.After(partition):
+	}
+	healed := time.Now()
+	proxy.Set(faultproxy.Pass)
+
+	waitDrained(t, rdb, queue, 60*time.Second)
+	stopWorkers(t, procs...)
+
+	rs := sink.receipts()
+	checkDelivered(t, rs, want, nil)
+	lim.check(t, rs)
+	sent := map[string]int{} // during the partition, after its first second, by worker
+	for _, r := range rs {
+		if r.At.After(cut.Add(time.Second)) && r.At.Before(healed) {
+			sent[r.Worker]++
+		}
+	}
+	if n := sent["cut"]; n > 0 {
+		t.Errorf("the partitioned worker sent %d tasks during the partition", n)
+	}
+	if sent["other"] == 0 {
+		t.Errorf("the other workers sent nothing during the partition")
+	}
+	undecided := logLines(t, procs[0].logs.String(), "limiter did not decide")
+	if len(undecided) == 0 {
+		t.Errorf("the partitioned worker asked the limiter nothing during the partition: the partition tested nothing")
+	}
+	t.Logf("during the %v partition: the other workers sent %d tasks, the partitioned one none and failed %d decisions",
+		partition, sent["other"], len(undecided))
+}
+
+// TestWorkerKilledMidTask kills a worker process with SIGKILL while its
+// sends are in flight (the provider holds each request 300 ms), and checks
+// that every task is delivered, that the tasks whose sends were in flight
+// at the kill reach the provider again, with the Idempotency-Key of their
+// first delivery, and that no other task does.
+//
+// asynq gives a killed worker's tasks back only when their lease has
+// expired, and its timings are fixed (asynq v0.26, none in asynq.Config):
+// a lease lasts 30 s (rdb.LeaseDuration) and is extended every 5 s, and the
+// recoverer takes only leases expired 30 s ago or more, when a server
+// starts and then once a minute. The worker retries a recovered task at
+// once (worker.RetryDelay), so recovery takes 55 to 60 s after the kill
+// with a new worker started once the leases qualify.
+func TestWorkerKilledMidTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: asynq recovers a killed worker's tasks only 55-60 s after the kill (fixed in asynq v0.26)")
+	}
+	rawURL := redistest.URL(t)
+	rdb := redistest.Client(t)
+	queue := redistest.Queue(t, rdb)
+	sink := newSlowSMSSink(t, 300*time.Millisecond)
+	// Limits high enough not to bind: the fault here is the kill.
+	policies, prefix := limits{global: 1000}.policies(t), redistest.Prefix(t)
+	args := func(name string) []string {
+		return []string{"--redis", rawURL, "--policies", policies, "--sms-webhook", sink.url(name),
+			"--queues", queue + "=1", "--prefix", prefix, "--concurrency", "4", "--log-level", "warn"}
+	}
+	want := backlog(t, rdb, queue, 60, "acme")
+	victim := startWorkers(t, 1, args("victim")...)[0]
+	others := startWorkers(t, 1, args("other")...)
+
+	// Kill the victim while the provider holds two of its sends or more.
+	waitFor(t, 20*time.Second, "two sends of the victim at the provider at once", sink.notified, func() bool { return len(sink.holding("victim")) >= 2 })
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.done
+	killed := time.Now()
+	// The victim's requests the sink still holds were cut mid-send: the
+	// victim never saw them answered, so asynq must run them again.
+	midSend := sink.holding("victim")
+	// Once the victim has exited nothing it held changes, so every task it
+	// held is still active now; so may be a few of the other worker's.
+	active, err := asynq.NewInspectorFromRedisClient(rdb).ListActiveTasks(queue, asynq.PageSize(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight := map[string]bool{}
+	for _, a := range active {
+		inFlight[a.ID] = true
+	}
+	t.Logf("at the kill: %d tasks active, %d of the victim's mid-send", len(active), len(midSend))
+
+	// Let the leases of the victim's tasks qualify for the recoverer, then
+	// start a worker, whose recoverer runs at once: without it, the one of
+	// the running worker may come up to a minute later.
+	leases := "asynq:{" + queue + "}:lease"
+	waitFor(t, 70*time.Second, "the killed worker's leases to expire 30 s ago", nil, func() bool {
+		last, err := rdb.ZRevRangeWithScores(context.Background(), leases, 0, 0).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(last) == 0 || time.Unix(int64(last[0].Score), 0).Before(time.Now().Add(-31*time.Second))
+	})
+	others = append(others, startWorkers(t, 1, args("other")...)...)
+	waitDrained(t, rdb, queue, 30*time.Second)
+	recovered := time.Since(killed)
+	stopWorkers(t, others...)
+
+	rs := sink.receipts()
+	repeats := checkDelivered(t, rs, want, inFlight)
+	for id := range midSend {
+		if n := sink.delivered()[id]; n < 2 {
+			t.Errorf("task %s, mid-send at the kill, reached the provider %d times, want again", id, n)
+		}
+	}
+	t.Logf("SIGKILL with %d tasks active, %d mid-send: %d reached the provider again, with the same Idempotency-Key; all %d tasks done %v after the kill",
+		len(inFlight), len(midSend), repeats, len(want), recovered.Round(100*time.Millisecond))
+}
+
+// TestRedisRestartKeepsTasks stops Redis (SHUTDOWN, which with AOF flushes
+// the log) while workers drain a throttled backlog, some of it waiting in
+// the retry set, starts it again on the same port and directory, and
+// checks that the workers, which reconnect, deliver every task exactly
+// once, within the limits as the provider saw them.
+func TestRedisRestartKeepsTasks(t *testing.T) {
+	bin := os.Getenv("REDIS_SERVER")
+	if bin == "" {
+		bin = "redis-server"
+	}
+	if _, err := exec.LookPath(bin); err != nil {
+		t.Skipf("no redis-server: %v", err)
+	}
+	dir := t.TempDir()
+	persist := []string{"--appendonly", "yes", "--appendfsync", "always", "--dir", dir}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := redisproc.Start(ctx, bin, persist...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	sink := newSMSSink(t)
+	lim := limits{tenant: 2, global: 3}
+	queue := "restart"
+	want := backlog(t, rdb, queue, 15, "acme", "globex")
+	// A task denied for longer than --max-hold (2 s) goes back through the
+	// retry set, which must outlive the restart.
+	procs := startWorkers(t, 2, "--redis", srv.URL(), "--policies", lim.policies(t), "--sms-webhook", sink.srv.URL,
+		"--queues", queue+"=1", "--concurrency", "4", "--log-level", "warn")
+
+	waitFor(t, 20*time.Second, "6 tasks at the provider", sink.notified, func() bool { return len(sink.delivered()) >= 6 })
+	qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("before the restart: %d delivered, %d pending, %d active, %d in the retry set",
+		len(sink.delivered()), qi.Pending, qi.Active, qi.Retry)
+	if qi.Retry == 0 {
+		t.Errorf("no task in the retry set before the restart: the restart tests nothing throttled")
+	}
+
+	// SHUTDOWN makes Redis write its AOF and exit; the client's call fails
+	// as the connection closes.
+	_ = rdb.Shutdown(ctx).Err()
+	waitFor(t, 10*time.Second, "Redis to stop", nil, func() bool {
+		c, err := net.DialTimeout("tcp", srv.Addr, 100*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return false
+		}
+		return true
+	})
+	down := time.Now()
+	time.Sleep(2 * time.Second) // the outage the workers see
+	_, port, _ := net.SplitHostPort(srv.Addr)
+	restarted := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "",
+		"--logfile", filepath.Join(dir, "redis-restarted.log")}, persist...)...)
+	if err := restarted.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = restarted.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = restarted.Process.Kill(); <-exited })
+	waitFor(t, 10*time.Second, "Redis to answer after the restart", nil, func() bool {
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "redis-restarted.log"))
+			t.Fatalf("restarted redis-server exited:\n%s", log)
+		default:
+		}
+		return rdb.Ping(ctx).Err() == nil
+	})
+	t.Logf("Redis down for %v", time.Since(down).Round(10*time.Millisecond))
+
+	waitDrained(t, rdb, queue, 60*time.Second)
+	stopWorkers(t, procs...)
+	rs := sink.receipts()
+	checkDelivered(t, rs, want, nil)
+	lim.check(t, rs)
+}
