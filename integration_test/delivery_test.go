@@ -34,6 +34,7 @@ type receipt struct {
 	Worker         string // the URL's path without its "/": workers given sink.url("w1") send "w1"
 	At             time.Time
 	Status         int
+	Cut            bool // the worker went away before the answer
 }
 
 // smsSink is an SMS provider webhook that records every request. It answers
@@ -46,7 +47,6 @@ type smsSink struct {
 	got      []receipt
 	said429  bool
 	hold     time.Duration
-	held     map[string]string // task ID -> worker, of the requests being held now
 	srv      *httptest.Server
 	notified chan struct{}
 }
@@ -61,7 +61,7 @@ func newSMSSink(t *testing.T) *smsSink { return newSlowSMSSink(t, 0) }
 // newSlowSMSSink returns a sink that holds each request for hold before it
 // answers: a worker killed meanwhile has sends in flight.
 func newSlowSMSSink(t *testing.T, hold time.Duration) *smsSink {
-	s := &smsSink{notified: make(chan struct{}, 1), hold: hold, held: map[string]string{}}
+	s := &smsSink{notified: make(chan struct{}, 1), hold: hold}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ ID, Tenant, To, Body string }
 		data, _ := io.ReadAll(r.Body)
@@ -82,7 +82,7 @@ func newSlowSMSSink(t *testing.T, hold time.Duration) *smsSink {
 			rec.Status = http.StatusTooManyRequests
 		}
 		s.got = append(s.got, rec)
-		s.held[rec.ID] = rec.Worker
+		i := len(s.got) - 1
 		s.mu.Unlock()
 		select {
 		case s.notified <- struct{}{}:
@@ -91,11 +91,9 @@ func newSlowSMSSink(t *testing.T, hold time.Duration) *smsSink {
 		select {
 		case <-time.After(s.hold):
 		case <-r.Context().Done(): // the worker went away
-		}
-		s.mu.Lock()
-		delete(s.held, rec.ID)
-		s.mu.Unlock()
-		if r.Context().Err() != nil {
+			s.mu.Lock()
+			s.got[i].Cut = true
+			s.mu.Unlock()
 			return
 		}
 		switch rec.Status {
@@ -114,20 +112,6 @@ func (s *smsSink) receipts() []receipt {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.got)
-}
-
-// holding returns the IDs of the tasks whose requests from worker the sink
-// is holding now: sent, and not answered yet.
-func (s *smsSink) holding(worker string) map[string]bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ids := map[string]bool{}
-	for id, w := range s.held {
-		if w == worker {
-			ids[id] = true
-		}
-	}
-	return ids
 }
 
 // url is the webhook URL to give a worker whose sends are to be recorded

@@ -328,11 +328,12 @@ func TestRedisOutage(t *testing.T) {
 				// Denied tasks wait in the workers for their places, never
 				// in the retry set: so tasks ask the limiter during the
 				// outage, when no task can be fetched from Redis.
-				"--max-hold", "1m"}
+				"--max-hold", "1m", "--metrics-addr", "127.0.0.1:0"}
 			if tc.failOpen {
 				args = append(args, "--fail-open")
 			}
 			procs := startWorkers(t, 2, args...)
+			addrs := []string{opsAddr(t, procs[0]), opsAddr(t, procs[1])}
 
 			waitFor(t, 20*time.Second, "6 tasks at the provider", sink.notified, func() bool { return len(sink.delivered()) >= 6 })
 			cpu := make([]time.Duration, len(procs))
@@ -364,6 +365,10 @@ func TestRedisOutage(t *testing.T) {
 			t.Logf("%d connections opened to Redis during the outage by both workers", conns)
 
 			waitDrained(t, rdb, queue, 60*time.Second)
+			sums := metricSums{}
+			for _, addr := range addrs {
+				sums.scrape(t, addr)
+			}
 			stopWorkers(t, procs...)
 
 			rs := sink.receipts()
@@ -399,6 +404,13 @@ func TestRedisOutage(t *testing.T) {
 				}
 			}
 			t.Logf("%d decisions failed during the outage, the slowest after %v (decision timeout %v)", len(undecided), slowest, decisionTimeout)
+			// The metrics count what the logs say.
+			if got, want := sums["sluice_limiter_errors_total{task_type=sms:send}"], float64(len(undecided)); got != want {
+				t.Errorf("sluice_limiter_errors_total = %v, want %v, the decisions logged as failed", got, want)
+			}
+			if got, want := sums["sluice_fail_open_admissions_total{task_type=sms:send}"], float64(len(failedOpen)); got != want {
+				t.Errorf("sluice_fail_open_admissions_total = %v, want %v, the tasks logged as run without a decision", got, want)
+			}
 
 			if tc.failOpen {
 				// Every send without a decision is logged, so no more
@@ -517,16 +529,33 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	victim := startWorkers(t, 1, args("victim")...)[0]
 	others := startWorkers(t, 1, args("other")...)
 
-	// Kill the victim while the provider holds two of its sends or more.
-	waitFor(t, 20*time.Second, "two sends of the victim at the provider at once", sink.notified, func() bool { return len(sink.holding("victim")) >= 2 })
+	// Kill the victim once it is sending: it has sends in flight, as the
+	// provider holds each for 300 ms.
+	waitFor(t, 20*time.Second, "4 sends of the victim at the provider", sink.notified, func() bool {
+		n := 0
+		for _, r := range sink.receipts() {
+			if r.Worker == "victim" {
+				n++
+			}
+		}
+		return n >= 4
+	})
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-victim.done
 	killed := time.Now()
-	// The victim's requests the sink still holds were cut mid-send: the
+	// The victim's requests the sink was holding were cut mid-send: the
 	// victim never saw them answered, so asynq must run them again.
-	midSend := sink.holding("victim")
+	midSend := map[string]bool{}
+	waitFor(t, 5*time.Second, "the provider to see the victim's connections close", nil, func() bool {
+		for _, r := range sink.receipts() {
+			if r.Worker == "victim" && r.Cut {
+				midSend[r.ID] = true
+			}
+		}
+		return len(midSend) > 0
+	})
 	// Once the victim has exited nothing it held changes, so every task it
 	// held is still active now; so may be a few of the other worker's.
 	active, err := asynq.NewInspectorFromRedisClient(rdb).ListActiveTasks(queue, asynq.PageSize(100))

@@ -95,11 +95,17 @@ type Config struct {
 	// OnDecision, when set, is called after every limiter call of the
 	// worker's Throttle; see ThrottleConfig.OnDecision. Nil means none.
 	OnDecision func(DecisionEvent)
+
+	// Metrics, when set, count the worker's decisions, its providers'
+	// answers and its throttled returns. Nil means none.
+	Metrics *Metrics
 }
 
 // Server is a worker: an asynq server whose tasks pass the Throttle
 // middleware before their provider.
 type Server struct {
+	rdb      redis.UniversalClient
+	policies *PolicyFile
 	srv      *asynq.Server
 	handler  asynq.Handler
 	throttle *Throttle
@@ -139,6 +145,24 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	// each. A lone decision is sent at once, as without batching, so it
 	// costs nothing when tasks do not overlap.
 	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix), throttle.WithBatching(nil))
+	onDecision := cfg.OnDecision
+	sms, email := cfg.SMS, cfg.Email
+	if m := cfg.Metrics; m != nil {
+		if extra := onDecision; extra != nil {
+			onDecision = func(e DecisionEvent) {
+				m.ObserveDecision(e)
+				extra(e)
+			}
+		} else {
+			onDecision = m.ObserveDecision
+		}
+		if sms != nil {
+			sms = measuredSMS{p: sms, m: m}
+		}
+		if email != nil {
+			email = measuredEmail{p: email, m: m}
+		}
+	}
 	t, err := NewThrottle(limiter, cfg.Policies, &ThrottleConfig{
 		FailureMode:              cfg.FailureMode,
 		LimiterRetry:             cfg.LimiterRetry,
@@ -148,12 +172,19 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		FetchInterval:            fetch,
 		ProviderHold:             cfg.ProviderHold,
 		Logger:                   logger,
-		OnDecision:               cfg.OnDecision,
+		OnDecision:               onDecision,
 	})
 	if err != nil {
 		return nil, err
 	}
 	errorHandler := ErrorHandler(logger)
+	if m := cfg.Metrics; m != nil {
+		own := errorHandler
+		errorHandler = asynq.ErrorHandlerFunc(func(ctx context.Context, task *asynq.Task, err error) {
+			own.HandleError(ctx, task, err)
+			m.ObserveThrottled(task.Type(), err)
+		})
+	}
 	if extra := cfg.ErrorHandler; extra != nil {
 		own := errorHandler
 		errorHandler = asynq.ErrorHandlerFunc(func(ctx context.Context, task *asynq.Task, err error) {
@@ -182,8 +213,10 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		LogLevel:                 asynq.WarnLevel,
 	})
 	return &Server{
+		rdb:      rdb,
+		policies: cfg.Policies,
 		srv:      srv,
-		handler:  t.Middleware(Handler(cfg.SMS, cfg.Email)),
+		handler:  t.Middleware(Handler(sms, email)),
 		throttle: t,
 		logger:   logger,
 	}, nil
@@ -199,6 +232,19 @@ func (s *Server) Run(ctx context.Context) error {
 	<-ctx.Done()
 	s.throttle.Stop()
 	s.srv.Shutdown()
+	return nil
+}
+
+// Ready reports whether the server can work: nil when Redis answers a
+// PING within ctx and policies are loaded. It is the /readyz check of
+// OpsHandler.
+func (s *Server) Ready(ctx context.Context) error {
+	if s.policies.Current() == nil {
+		return errors.New("no policies loaded")
+	}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
 	return nil
 }
 

@@ -197,6 +197,10 @@ type DecisionEvent struct {
 
 	// Latency is how long the limiter call took, as the worker saw it.
 	Latency time.Duration
+
+	// FailedOpen reports that the limiter could not decide and the task
+	// runs without a decision (FailOpen).
+	FailedOpen bool
 }
 
 // DefaultDecisionTimeout is ThrottleConfig.DecisionTimeout's default: a
@@ -413,7 +417,8 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		asked := time.Now()
 		md, err := t.decide(ctx, id, checks)
 		latency := time.Since(asked)
-		t.decided(taskType, tenant, applied, md, err, latency)
+		t.decided(DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: md, Err: err, Latency: latency,
+			FailedOpen: err != nil && ctx.Err() == nil && t.mode == FailOpen}, applied)
 		if err == nil || ctx.Err() == nil {
 			t.availability(err, latency)
 		}
@@ -487,19 +492,20 @@ func (t *Throttle) availability(err error, latency time.Duration) {
 	}
 }
 
-// decided gives one limiter call to the OnDecision hook, if there is one.
-func (t *Throttle) decided(taskType, tenant string, applied []Applied, md throttle.MultiDecision, err error, latency time.Duration) {
+// decided gives one limiter call, e without its Rules, to the OnDecision
+// hook, if there is one.
+func (t *Throttle) decided(e DecisionEvent, applied []Applied) {
 	if t.onDecision == nil {
 		return
 	}
-	rules := make([]string, len(applied))
+	e.Rules = make([]string, len(applied))
 	for i, a := range applied {
-		rules[i] = a.Rule
+		e.Rules[i] = a.Rule
 	}
-	if err != nil {
-		md = throttle.MultiDecision{}
+	if e.Err != nil {
+		e.Decision = throttle.MultiDecision{}
 	}
-	t.onDecision(DecisionEvent{TaskType: taskType, Tenant: tenant, Rules: rules, Decision: md, Err: err, Latency: latency})
+	t.onDecision(e)
 }
 
 // wait waits d in the worker when d is within MaxHold and within half the

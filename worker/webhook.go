@@ -160,11 +160,23 @@ func redactUserinfo(rawURL string) string {
 }
 
 func providerError(resp *http.Response, msg []byte) error {
-	text := strings.TrimSpace(string(msg))
-	if text == "" {
-		return errors.New(resp.Status)
+	return &StatusError{Code: resp.StatusCode, Status: resp.Status, Text: strings.TrimSpace(string(msg))}
+}
+
+// StatusError is a provider's answer to a message it did not take: the
+// webhook's HTTP status and the start of the body. The worker's metrics
+// count provider responses by its Code's class.
+type StatusError struct {
+	Code   int    // 429
+	Status string // "429 Too Many Requests"
+	Text   string // the first 512 bytes of the body, trimmed; may be empty
+}
+
+func (e *StatusError) Error() string {
+	if e.Text == "" {
+		return e.Status
 	}
-	return fmt.Errorf("%s: %s", resp.Status, text)
+	return e.Status + ": " + e.Text
 }
 
 // maxRetryAfter is the longest wait ParseRetryAfter accepts: a provider

@@ -29,12 +29,19 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hibiken/asynq"
+	asynqmetrics "github.com/hibiken/asynq/x/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
@@ -69,6 +76,8 @@ var env = map[string]string{
 	"shutdown-timeout": "SLUICE_SHUTDOWN_TIMEOUT",
 	"fail-open":        "SLUICE_FAIL_OPEN",
 	"decision-timeout": "SLUICE_DECISION_TIMEOUT",
+	"metrics-addr":     "SLUICE_METRICS_ADDR",
+	"metrics-tenants":  "SLUICE_METRICS_TENANTS",
 	"max-hold":         "SLUICE_MAX_HOLD",
 	"fetch-interval":   "SLUICE_FETCH_INTERVAL",
 	"provider-hold":    "SLUICE_PROVIDER_HOLD",
@@ -107,6 +116,8 @@ func run(ctx context.Context, args []string) int {
 	decisionTimeout := fs.Duration("decision-timeout", worker.DefaultDecisionTimeout, "longest a task waits for Redis to decide; past it --fail-open says what follows")
 	maxHold := fs.Duration("max-hold", 2*time.Second, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never; 0: the default)")
 	providerHold := fs.String("provider-hold", "account", "whose sends a provider's 429 holds back in every worker: account (all tenants) or tenant")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz, /readyz and the status page at `host:port` (such as 127.0.0.1:9464); none when empty")
+	metricsTenants := fs.Bool("metrics-tenants", false, "add sluice_tenant_decisions_total, with a tenant label (a time series per tenant)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	demoRun := fs.Bool("demo", false, "run the demo (see above); of the other flags it uses only --redis, --policies, --demo-tasks and --log-level")
 	demoTasks := fs.Int("demo-tasks", demo.DefaultTasks, fmt.Sprintf("how many SMS the demo enqueues, `N` from %d to %d; the built-in policies send about 4 a second, and the demo stops after %v", demo.MinTasks, demo.MaxTasks, demo.DefaultTimeout))
@@ -239,14 +250,47 @@ func run(ctx context.Context, args []string) int {
 		cfg.Email = worker.LogProvider{Logger: logger}
 	}
 
+	var ops net.Listener
+	if *metricsAddr != "" {
+		// Listened on first, so that a port in use stops the worker at
+		// once with a clear error.
+		if ops, err = net.Listen("tcp", *metricsAddr); err != nil {
+			fmt.Fprintf(os.Stderr, "worker: --metrics-addr %s: %v\n", *metricsAddr, err)
+			return 2
+		}
+		defer ops.Close()
+	}
 	rdb, err := cli.Connect(ctx, *redisURL)
 	if err != nil {
 		return fail(err)
 	}
 	defer rdb.Close()
+	reg := prometheus.NewRegistry()
+	if ops != nil {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(rdb)))
+		if cfg.Metrics, err = worker.NewMetrics(reg, &worker.MetricsConfig{TenantLabel: *metricsTenants}); err != nil {
+			return fail(err)
+		}
+	}
 	srv, err := worker.NewServer(rdb, cfg)
 	if err != nil {
 		return fail(err)
+	}
+	if ops != nil {
+		h, err := worker.OpsHandler(worker.OpsConfig{Gatherer: reg, Ready: srv.Ready})
+		if err != nil {
+			return fail(err)
+		}
+		hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := hs.Serve(ops); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("operations server stopped", "err", err)
+			}
+		}()
+		defer hs.Close()
+		logger.Info("operations server listening", "addr", ops.Addr().String(),
+			"endpoints", "/metrics /healthz /readyz /")
 	}
 
 	hup := make(chan os.Signal, 1)
