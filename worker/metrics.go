@@ -109,6 +109,11 @@ func NewMetrics(reg prometheus.Registerer, cfg *MetricsConfig) (*Metrics, error)
 // what Server gives ThrottleConfig.OnDecision.
 func (m *Metrics) ObserveDecision(e DecisionEvent) {
 	m.latency.WithLabelValues(e.TaskType).Observe(e.Latency.Seconds())
+	for _, s := range e.Shadow {
+		if s.Err == nil {
+			m.ObserveShadow(e.TaskType, s.Rule, s.Allowed)
+		}
+	}
 	count := func(rule, result string) {
 		m.decisions.WithLabelValues(e.TaskType, rule, result).Inc()
 		if m.tenantDecisions != nil {

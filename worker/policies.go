@@ -56,6 +56,13 @@ type Rule struct {
 	// none, it is DefaultMargin, cut to each policy's window (see MarginFor).
 	Margin time.Duration
 
+	// Shadow is set by mode: shadow in the file: the rule is checked and
+	// its decisions counted (sluice_shadow_decisions_total), but it never
+	// holds a task back, so that a new quota can be tried on live traffic
+	// first. A shadow rule records the sends it would have allowed, so its
+	// window fills as it would if it were enforced.
+	Shadow bool
+
 	// marginSet says whether the file set Margin (for the file or the
 	// rule), rather than it being the default.
 	marginSet bool
@@ -92,11 +99,12 @@ type Policies struct {
 	tasks  map[string][]Rule
 }
 
-// Applied is one rule as it applies to a task: its name and the limiter
-// check.
+// Applied is one rule as it applies to a task: its name, the limiter
+// check, and whether the rule is in shadow mode (Rule.Shadow).
 type Applied struct {
-	Rule  string
-	Check throttle.Check
+	Rule   string
+	Check  throttle.Check
+	Shadow bool
 }
 
 // For returns the rules that apply to a task of type taskType for tenant,
@@ -119,7 +127,7 @@ func (p *Policies) For(taskType, tenant string) []Applied {
 			}
 		}
 		pol.Window += r.MarginFor(pol)
-		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}}
+		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}, Shadow: r.Shadow}
 	}
 	return out
 }
@@ -158,6 +166,9 @@ func (p *Policies) Summary() string {
 			} else {
 				b.WriteString(" global")
 			}
+			if r.Shadow {
+				b.WriteString(" (shadow)")
+			}
 		}
 	}
 	if b.Len() == 0 {
@@ -176,6 +187,7 @@ type (
 		Name      string                  `yaml:"name"`
 		Scope     string                  `yaml:"scope"`
 		Algorithm string                  `yaml:"algorithm"`
+		Mode      string                  `yaml:"mode"`
 		Limit     int                     `yaml:"limit"`
 		Window    string                  `yaml:"window"`
 		Margin    *string                 `yaml:"margin"`
@@ -278,6 +290,13 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 	}
 	if rf.Scope != ScopeTenant && rf.Scope != ScopeGlobal {
 		return r, fmt.Errorf("scope: %q must be %q or %q", rf.Scope, ScopeTenant, ScopeGlobal)
+	}
+	switch rf.Mode {
+	case "", "enforce":
+	case "shadow":
+		r.Shadow = true
+	default:
+		return r, fmt.Errorf("mode: %q must be \"enforce\" (the default) or \"shadow\"", rf.Mode)
 	}
 	alg, err := parseAlgorithm(rf.Algorithm)
 	if err != nil {

@@ -276,6 +276,12 @@ func TestParsePoliciesRejects(t *testing.T) {
 		{"days beyond a Duration in an override", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {window: 106752d}}"),
 			[]string{`tenants: big: window: "106752d" is longer than`}},
 
+		// Modes.
+		{"unknown mode", rule("name: a, scope: tenant, mode: dry-run, limit: 1, window: 1s"),
+			[]string{`sms:send: rule 1 (a): mode: "dry-run" must be "enforce" (the default) or "shadow"`}},
+		{"mode in an override", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {mode: shadow}}"),
+			[]string{"line 3", "field mode not found"}},
+
 		// Algorithms.
 		{"unknown algorithm", rule("name: a, scope: tenant, algorithm: leaky-bucket, limit: 1, window: 1s"),
 			[]string{`sms:send: rule 1 (a): algorithm: "leaky-bucket" must be "sliding-log", "sliding-window", "gcra" or "fixed-window"`}},

@@ -201,6 +201,20 @@ type DecisionEvent struct {
 	// FailedOpen reports that the limiter could not decide and the task
 	// runs without a decision (FailOpen).
 	FailedOpen bool
+
+	// Shadow holds the decisions of the task's rules in shadow mode, made
+	// once the task was admitted by the others (Rules, which never name a
+	// shadow rule). A task whose rules are all in shadow mode has an event
+	// with no Rules, allowed, and its Shadow decisions.
+	Shadow []ShadowDecision
+}
+
+// ShadowDecision is what a rule in shadow mode decided for a task that ran
+// anyway: Allowed, or the limiter's error (Err).
+type ShadowDecision struct {
+	Rule    string
+	Allowed bool
+	Err     error
 }
 
 // DefaultDecisionTimeout is ThrottleConfig.DecisionTimeout's default: a
@@ -389,7 +403,15 @@ func (t *Throttle) holdKey(taskType, tenant string) string {
 // maxHolds, each within MaxHold and within half the time left before the
 // task's deadline: asynq counts a deadline that passes as a failure, which
 // would spend the retry budget.
-func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, applied []Applied) error {
+func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, all []Applied) error {
+	var applied, shadow []Applied
+	for _, a := range all {
+		if a.Shadow {
+			shadow = append(shadow, a)
+		} else {
+			applied = append(applied, a)
+		}
+	}
 	checks := make([]throttle.Check, len(applied))
 	for i, a := range applied {
 		checks[i] = a.Check
@@ -412,13 +434,24 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 			return &ThrottledError{RetryAfter: left, By: "provider hold"}
 		}
 		if len(checks) == 0 {
+			if len(shadow) > 0 {
+				asked := time.Now()
+				e := DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: throttle.MultiDecision{Decision: throttle.Decision{Allowed: true}, Denied: -1}}
+				e.Shadow = t.shadow(ctx, shadow)
+				e.Latency = time.Since(asked)
+				t.decided(e, nil)
+			}
 			return nil
 		}
 		asked := time.Now()
 		md, err := t.decide(ctx, id, checks)
-		latency := time.Since(asked)
-		t.decided(DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: md, Err: err, Latency: latency,
-			FailedOpen: err != nil && ctx.Err() == nil && t.mode == FailOpen}, applied)
+		e := DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: md, Err: err, Latency: time.Since(asked),
+			FailedOpen: err != nil && ctx.Err() == nil && t.mode == FailOpen}
+		if err == nil && md.Allowed && len(shadow) > 0 {
+			e.Shadow = t.shadow(ctx, shadow)
+		}
+		t.decided(e, applied)
+		latency := e.Latency
 		if err == nil || ctx.Err() == nil {
 			t.availability(err, latency)
 		}
@@ -451,6 +484,24 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		}
 		return &ThrottledError{RetryAfter: max(back, 0), By: "rule " + applied[md.Denied].Rule}
 	}
+}
+
+// shadow asks the limiter for each rule in shadow mode, on its own and
+// within the decision timeout: a shadow rule admits and records the task
+// when its window has room, and never holds it back. Nothing waits for a
+// place: shadow rules take none.
+func (t *Throttle) shadow(ctx context.Context, shadow []Applied) []ShadowDecision {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	out := make([]ShadowDecision, len(shadow))
+	for i, a := range shadow {
+		d, err := t.limiter.AllowN(ctx, a.Check.Key, a.Check.Policy, a.Check.Cost)
+		out[i] = ShadowDecision{Rule: a.Rule, Allowed: err == nil && d.Allowed, Err: err}
+		if err != nil {
+			t.logger.Debug("shadow rule did not decide", "rule", a.Rule, "err", err)
+		}
+	}
+	return out
 }
 
 // holdLeft reads the provider hold on key within the decision timeout.
