@@ -421,7 +421,12 @@ func TestRedisOutage(t *testing.T) {
 				if during > len(failedOpen) {
 					t.Errorf("%d tasks reached the provider during the outage, %d logged as run without a decision", during, len(failedOpen))
 				}
-				t.Logf("fail-open: %d tasks ran without a decision, %d of them reached the provider after the outage's first second", len(failedOpen), during)
+				var times []time.Time
+				for _, r := range rs {
+					times = append(times, r.At)
+				}
+				t.Logf("fail-open: %d tasks ran without a decision, %d of them reached the provider after the outage's first second; the most in one 1 s window %d, global limit %d",
+					len(failedOpen), during, arrivals.MaxInWindow(times, time.Second), lim.global)
 				return
 			}
 			if len(failedOpen) > 0 {
