@@ -365,10 +365,7 @@ func TestRedisOutage(t *testing.T) {
 			t.Logf("%d connections opened to Redis during the outage by both workers", conns)
 
 			waitDrained(t, rdb, queue, 60*time.Second)
-			sums := metricSums{}
-			for _, addr := range addrs {
-				sums.scrape(t, addr)
-			}
+			sums := scrapeAll(t, addrs...)
 			stopWorkers(t, procs...)
 
 			rs := sink.receipts()

@@ -53,6 +53,16 @@ func get(t *testing.T, addr, path string) (int, string) {
 // by name as Prometheus writes them).
 type metricSums map[string]float64
 
+// scrapeAll returns the counters of the workers at addrs, summed.
+func scrapeAll(t *testing.T, addrs ...string) metricSums {
+	t.Helper()
+	sums := metricSums{}
+	for _, addr := range addrs {
+		sums.scrape(t, addr)
+	}
+	return sums
+}
+
 // scrape adds the counters of the worker at addr to sums.
 func (sums metricSums) scrape(t *testing.T, addr string) {
 	t.Helper()
@@ -97,10 +107,7 @@ func TestMetricsMatchTheProvider(t *testing.T) {
 	addrs := []string{opsAddr(t, procs[0]), opsAddr(t, procs[1])}
 
 	waitDrained(t, rdb, queue, 60*time.Second)
-	sums := metricSums{}
-	for _, addr := range addrs {
-		sums.scrape(t, addr)
-	}
+	sums := scrapeAll(t, addrs...)
 	stopWorkers(t, procs...)
 	rs := sink.receipts()
 	checkDelivered(t, rs, want, nil)

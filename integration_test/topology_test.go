@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -160,21 +159,7 @@ tasks:
 	}
 
 	// Stop the workers, so that a send still on its way is counted.
-	for _, p := range procs {
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, p := range procs {
-		select {
-		case <-p.done:
-			if p.err != nil {
-				t.Errorf("worker %d stopped by SIGTERM exited with %v", i, p.err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("worker %d did not exit within 15 s of SIGTERM", i)
-		}
-	}
+	stopWorkers(t, procs...)
 
 	got := map[string]string{}
 	byTenant := map[string][]time.Time{}
