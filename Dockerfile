@@ -1,4 +1,4 @@
-# Sluice's commands in one small image: worker (the entrypoint), enqueue and
+# Sluice's commands in one small image: worker (the entrypoint), enqueue, admin and
 # sink, static binaries on distroless, as a non-root user, with the CA
 # certificates that TLS to providers and to rediss:// needs.
 #
@@ -15,7 +15,7 @@ RUN go mod download
 COPY . .
 # Static (no cgo), without local paths or symbols. No BuildKit-only syntax,
 # so that Debian's docker.io (20.10) and docker-compose (1.29) build it too.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/worker ./cmd/enqueue ./cmd/sink
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/worker ./cmd/enqueue ./cmd/sink ./cmd/admin
 
 # Distroless static: CA certificates, tzdata, /etc/passwd with nonroot
 # (65532), no shell.

@@ -16,7 +16,7 @@ trap 'rm -rf "$root"' EXIT
 
 mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp" "$root/home/nonroot"
 chmod 1777 "$root/tmp"
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$root/usr/local/bin/" ./cmd/worker ./cmd/enqueue ./cmd/sink
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$root/usr/local/bin/" ./cmd/worker ./cmd/enqueue ./cmd/sink ./cmd/admin
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnonroot:x:65532:\n' >"$root/etc/group"

@@ -1,0 +1,200 @@
+// Command admin answers an operator's questions about a running Sluice:
+// how much of each window a tenant has used, which tasks wait throttled in
+// asynq's retry sets, whether a policies file is valid; and it resets a
+// tenant's windows.
+//
+//	admin usage     --redis URL --policies FILE --tenant T [--type sms:send] [--prefix P] [--json]
+//	admin reset     --redis URL --policies FILE --tenant T [--type X] [--rule R] [--prefix P] [--yes]
+//	admin validate  FILE
+//	admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
+//
+// --redis names one server (redis://), a Redis Cluster (redis+cluster://)
+// or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
+// The logic is package worker's (Usage, ResetTenant, RetrySet), which a
+// status page calls too; this command parses flags and prints.
+//
+// Exit status: 0 on success; 1 when Redis or a file could not be used, or
+// a policies file is invalid; 2 for a usage error: a bad flag, a tenant id
+// that is not valid, a task type, rule or queue that does not exist, a
+// reset without --yes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/worker"
+)
+
+const synopsis = `
+usage: admin usage     --redis URL --policies FILE --tenant T [--type TYPE] [--prefix P] [--json]
+       admin reset     --redis URL --policies FILE --tenant T [--type TYPE] [--rule R] [--prefix P] [--yes]
+       admin validate  FILE
+       admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
+
+usage      how much of each window tenant T has used: every rule of each task
+           type (or TYPE) that applies to T, its own windows and the global
+           ones, read without changing them.
+reset      empties T's own windows (rules of scope tenant; never a global
+           window, shared by every tenant). Without --yes it only says what
+           it would reset, and exits 2.
+validate   checks a policies file ("-" for standard input) and prints what
+           it enforces; no Redis needed.
+throttled  lists the tasks that wait throttled in asynq's retry sets, and
+           counts them and the failed ones, per queue.
+
+Give --policies and --prefix as the workers have them: usage and reset
+read the windows the workers write. "admin COMMAND --help" lists a
+command's flags; every flag with a variable shown can also be set from the
+environment.
+
+Exit status: 0 on success; 1 when Redis or a file could not be used, or a
+policies file is invalid; 2 for a usage error (a bad flag, an invalid
+tenant id, a task type, rule or queue that does not exist, reset without
+--yes).`
+
+var env = map[string]string{
+	"redis":    "REDIS_URL",
+	"policies": "SLUICE_POLICIES",
+	"prefix":   "SLUICE_PREFIX",
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command with args, without the program name, and returns
+// its exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "admin: name a command: usage, reset, validate or throttled (see --help)")
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, synopsis[1:])
+		return 0
+	case "usage":
+		return runUsage(ctx, args[1:], stdout, stderr)
+	case "reset":
+		return runReset(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return runValidate(args[1:], stdin, stdout, stderr)
+	case "throttled":
+		return runThrottled(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "admin: unknown command %q: name usage, reset, validate or throttled (see --help)\n", args[0])
+	return 2
+}
+
+// parseFlags parses args into fs, with the environment variables of env.
+// On --help it prints the usage on stdout; on a bad flag, a one-line error
+// on stderr. ok is false when run should return code. A command that takes
+// no arguments says so when args hold some after the flags.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, takesArgs bool) (code int, ok bool) {
+	// cli.Parse sets every flag of its map from the environment, and fails
+	// on one fs does not define: give it those of fs's flags only, so that
+	// REDIS_URL, set for the other commands, does not break validate.
+	own := map[string]string{}
+	for name, variable := range env {
+		if fs.Lookup(name) != nil {
+			own[name] = variable
+		}
+	}
+	// cli.Parse prints the usage on os.Stdout: print it here instead, on
+	// the stdout of run.
+	fs.Usage = func() {}
+	if err := cli.Parse(fs, args, own); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			cli.Usage(fs, synopsis, own)()
+			return 0, false
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 2, false
+	}
+	if !takesArgs && fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: takes no arguments, only flags; got %q (flags go before any argument)\n", fs.Name(), fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
+
+// failf prints a one-line error of command name on stderr and returns
+// code.
+func failf(stderr io.Writer, code int, name, format string, args ...any) int {
+	fmt.Fprintf(stderr, "%s: %s\n", name, fmt.Sprintf(format, args...))
+	return code
+}
+
+// selectionCode is the exit status for an error of package worker's
+// selection functions: 2 when it is about what was asked for
+// (worker.ErrSelection), 1 when Redis failed.
+func selectionCode(err error) int {
+	if errors.Is(err, worker.ErrSelection) {
+		return 2
+	}
+	return 1
+}
+
+// windowFlags are the flags of the commands that read or reset a tenant's
+// windows.
+type windowFlags struct {
+	redisURL, policies, prefix, tenant, taskType *string
+}
+
+// addWindowFlags defines the flags of windowFlags on fs.
+func addWindowFlags(fs *flag.FlagSet) windowFlags {
+	return windowFlags{
+		redisURL: fs.String("redis", "", cli.RedisURLHelp),
+		policies: fs.String("policies", "", "the workers' policies `file` (YAML)"),
+		prefix:   fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix"),
+		tenant:   fs.String("tenant", "", "tenant id (required)"),
+		taskType: fs.String("type", "", "task `type`, such as sms:send; default every type of the policies file"),
+	}
+}
+
+// load checks the flags that name what to read, and loads the policies
+// file. ok is false when the command should return code, the error
+// printed.
+func (f windowFlags) load(name string, stderr io.Writer) (p *worker.Policies, code int, ok bool) {
+	switch {
+	case *f.tenant == "":
+		return nil, failf(stderr, 2, name, "no tenant: set --tenant"), false
+	case *f.policies == "":
+		return nil, failf(stderr, 2, name, "no policies: set --policies or SLUICE_POLICIES to the workers' file"), false
+	case strings.ContainsAny(*f.prefix, "{}"):
+		return nil, failf(stderr, 2, name, "--prefix %q: may not contain a brace", *f.prefix), false
+	}
+	p, err := worker.LoadPolicies(*f.policies)
+	if err != nil {
+		return nil, failf(stderr, 1, name, "%v", err), false
+	}
+	return p, 0, true
+}
+
+// formatDuration writes d as Go does, without the zero units at its end:
+// "1s", "1m30s", "24h", "150ms".
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

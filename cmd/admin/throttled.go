@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/worker"
+)
+
+// queueList is the value of a flag that may be given more than once.
+type queueList []string
+
+func (q *queueList) String() string { return strings.Join(*q, ",") }
+
+func (q *queueList) Set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return errors.New("name a queue")
+	}
+	*q = append(*q, s)
+	return nil
+}
+
+// runThrottled runs "admin throttled" with args.
+func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const name = "admin throttled"
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	redisURL := fs.String("redis", "", cli.RedisURLHelp)
+	var queues queueList
+	fs.Var(&queues, "queue", "asynq `queue` to look at; give it again for more; default every queue")
+	limit := fs.Int("limit", 50, "list at most `N` throttled tasks a queue, soonest back first (0: counts only)")
+	asJSON := fs.Bool("json", false, "print a JSON array, one object a queue, with its tasks")
+	if code, ok := parseFlags(fs, args, stdout, stderr, false); !ok {
+		return code
+	}
+	if *limit < 0 {
+		return failf(stderr, 2, name, "--limit %d: must be 0 or more", *limit)
+	}
+	rdb, err := cli.Connect(ctx, *redisURL)
+	if err != nil {
+		return failf(stderr, 1, name, "%v", err)
+	}
+	defer rdb.Close()
+	ins := asynq.NewInspectorFromRedisClient(rdb)
+	known, err := worker.Queues(ins)
+	if err != nil {
+		return failf(stderr, 1, name, "%v", err)
+	}
+	if len(queues) == 0 {
+		queues = known
+	}
+	for _, q := range queues {
+		if !slices.Contains(known, q) {
+			return failf(stderr, 2, name, "--queue %q: no such queue in Redis (%s)", q, listQueues(known))
+		}
+	}
+
+	sets := make([]worker.RetryQueue, 0, len(queues))
+	for _, q := range queues {
+		rq, err := worker.RetrySet(ctx, ins, q, *limit)
+		if errors.Is(err, asynq.ErrQueueNotFound) {
+			// Deleted since it was listed: nothing waits in it.
+			rq, err = worker.RetryQueue{Queue: q, Tasks: []worker.RetryTask{}}, nil
+		}
+		if err != nil {
+			return failf(stderr, 1, name, "%v", err)
+		}
+		sets = append(sets, rq)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(sets); err != nil {
+			return failf(stderr, 1, name, "%v", err)
+		}
+		return 0
+	}
+	if len(sets) == 0 {
+		fmt.Fprintln(stdout, "no queues in Redis")
+		return 0
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	listed := false
+	for _, rq := range sets {
+		for _, t := range rq.Tasks {
+			if !listed {
+				fmt.Fprintln(tw, "QUEUE\tID\tTYPE\tTENANT\tBACK\tLAST ERROR")
+				listed = true
+			}
+			tenant := t.Tenant
+			if tenant == "" {
+				tenant = "(none)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Queue, t.ID, t.Type, tenant, back(t.NextProcessAt, now), t.LastErr)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return failf(stderr, 1, name, "%v", err)
+	}
+	for _, rq := range sets {
+		shown := ""
+		if n := len(rq.Tasks); n < rq.Throttled {
+			shown = fmt.Sprintf(" (%d listed)", n)
+		}
+		fmt.Fprintf(stdout, "queue %s: %d throttled%s, %d failed and waiting to be retried\n", rq.Queue, rq.Throttled, shown, rq.Failed)
+	}
+	return 0
+}
+
+// back says when a task returns to its queue, in local time: "2026-11-23
+// 15:04:05 (in 59m58s)", "(in <1s)", or "(due)" once the time has come.
+func back(at, now time.Time) string {
+	s := at.Local().Format(time.DateTime)
+	switch d := at.Sub(now); {
+	case d <= 0:
+		return s + " (due)"
+	case d < time.Second:
+		return s + " (in <1s)"
+	default:
+		return s + " (in " + formatDuration(d.Round(time.Second)) + ")"
+	}
+}
+
+// listQueues says which queues Redis knows, for an error message.
+func listQueues(qs []string) string {
+	if len(qs) == 0 {
+		return "it has none"
+	}
+	return "it has " + strings.Join(qs, ", ")
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/sluicehq/sluice/worker"
+)
+
+// runValidate runs "admin validate" with args.
+func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	const name = "admin validate"
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if code, ok := parseFlags(fs, args, stdout, stderr, true); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return failf(stderr, 2, name, "takes one FILE, or - for standard input; got %d arguments (see --help)", fs.NArg())
+	}
+	var (
+		p   *worker.Policies
+		err error
+	)
+	if path := fs.Arg(0); path == "-" {
+		var data []byte
+		if data, err = io.ReadAll(stdin); err != nil {
+			return failf(stderr, 1, name, "standard input: %v", err)
+		}
+		p, err = worker.ParsePolicies("standard input", data)
+	} else {
+		p, err = worker.LoadPolicies(path)
+	}
+	if err != nil {
+		return failf(stderr, 1, name, "%v", err)
+	}
+	fmt.Fprintln(stdout, p.Summary())
+	return 0
+}

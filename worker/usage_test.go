@@ -1,0 +1,287 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/worker"
+)
+
+// usagePolicies has a margin for the file and one for a rule, an override
+// with its own window, and each algorithm.
+const usagePolicies = `
+margin: 100ms
+tasks:
+  sms:send:
+    - {name: per-second, scope: tenant, limit: 4, window: 1s, tenants: {big: {limit: 8, window: 2s}}}
+    - {name: provider, scope: global, limit: 10, window: 1s, margin: 0s}
+    - {name: new-quota, scope: tenant, mode: shadow, limit: 2, window: 1s}
+  email:send:
+    - {name: hourly, scope: tenant, algorithm: sliding-window, limit: 100, window: 1h}
+    - {name: daily, scope: tenant, algorithm: fixed-window, limit: 1000, window: 1d, margin: 0s}
+    - {name: burst, scope: global, algorithm: gcra, limit: 50, window: 1m}
+`
+
+func parsePolicies(t *testing.T, yaml string) *worker.Policies {
+	t.Helper()
+	p, err := worker.ParsePolicies(t.Name(), []byte(yaml))
+	if err != nil {
+		t.Fatalf("ParsePolicies: %v", err)
+	}
+	return p
+}
+
+// TestWindowsMatchFor: the windows that usage and reset read are the ones
+// the Throttle middleware checks: the keys and policies of Policies.For.
+func TestWindowsMatchFor(t *testing.T) {
+	t.Parallel()
+	p := parsePolicies(t, usagePolicies)
+	for _, tenant := range []string{"acme", "big"} {
+		ws, err := worker.Windows(p, "", "", tenant)
+		if err != nil {
+			t.Fatalf("Windows(%s): %v", tenant, err)
+		}
+		var got, want []throttle.Check
+		for _, w := range ws {
+			got = append(got, w.Check())
+		}
+		for _, typ := range []string{"email:send", "sms:send"} { // name order
+			for _, a := range p.For(typ, tenant) {
+				want = append(want, a.Check)
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("checks of %s (-For +Windows):\n%s", tenant, diff)
+		}
+	}
+
+	ws, err := worker.Windows(p, "sms:send", "", "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []worker.RuleWindow{
+		{TaskType: "sms:send", Rule: "per-second", Scope: "tenant", Tenant: "big", Key: "rule/sms:send/per-second/big",
+			Limit: 8, Window: 2 * time.Second, Margin: 100 * time.Millisecond},
+		{TaskType: "sms:send", Rule: "provider", Scope: "global", Key: "rule/sms:send/provider", Limit: 10, Window: time.Second},
+		{TaskType: "sms:send", Rule: "new-quota", Scope: "tenant", Tenant: "big", Key: "rule/sms:send/new-quota/big",
+			Limit: 2, Window: time.Second, Margin: 100 * time.Millisecond, Shadow: true},
+	}
+	if diff := cmp.Diff(want, ws); diff != "" {
+		t.Errorf("windows of big (-want +got):\n%s", diff)
+	}
+}
+
+// TestWindowsErrors: what does not exist is named, matches ErrSelection,
+// and no Redis is needed to find it.
+func TestWindowsErrors(t *testing.T) {
+	t.Parallel()
+	p := parsePolicies(t, usagePolicies)
+	src := t.Name()
+	cases := []struct {
+		name                   string
+		taskType, rule, tenant string
+		want                   string
+	}{
+		{"empty tenant", "", "", "", `tenant "": is empty`},
+		{"tenant with a slash", "", "", "acme/x", `tenant "acme/x": has '/' at byte 4; only letters, digits, '.', '_' and '-' are allowed`},
+		{"tenant with braces", "", "", "{limits}", `tenant "{limits}": does not start with a letter or digit`},
+		{"unknown type", "fax:send", "", "acme", `task type "fax:send" has no rules in ` + src + " (it runs unthrottled); it has rules for email:send, sms:send"},
+		{"unknown rule", "", "per-minute", "acme", `rule "per-minute" is not a rule of any task type in ` + src +
+			"; its rules: email:send hourly, email:send daily, email:send burst, sms:send per-second, sms:send provider, sms:send new-quota"},
+		{"rule of another type", "sms:send", "daily", "acme", `rule "daily" is not a rule of task type sms:send in ` + src +
+			"; its rules: sms:send per-second, sms:send provider, sms:send new-quota"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := worker.Windows(p, tc.taskType, tc.rule, tc.tenant)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, worker.ErrSelection) {
+				t.Errorf("error %q does not match ErrSelection", err)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("error\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+
+	_, _, err := worker.ResetPlan(p, "email:send", "burst", "acme")
+	if want := `rule "burst" of email:send is global: its window is shared by every tenant, and a tenant's reset never empties it`; err == nil || err.Error() != want || !errors.Is(err, worker.ErrSelection) {
+		t.Errorf("ResetPlan of a global rule: %v, want %q matching ErrSelection", err, want)
+	}
+}
+
+// TestThrottledBy: the messages of the ThrottledErrors that the middleware
+// and the providers return are told apart from failures, whatever the
+// failures say.
+func TestThrottledBy(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		lastErr string
+		by      string
+		ok      bool
+	}{
+		{(&worker.ThrottledError{RetryAfter: 1500 * time.Millisecond, By: "rule tenant-per-second"}).Error(), "rule tenant-per-second", true},
+		{(&worker.ThrottledError{RetryAfter: time.Second, By: "limiter unavailable", Err: errors.New("dial tcp: connection refused; back in line")}).Error(), "limiter unavailable", true},
+		{(&worker.ThrottledError{RetryAfter: time.Minute, By: "provider 429", Err: errors.New("429 Too Many Requests"), FromProvider: true}).Error(), "provider 429", true},
+		{(&worker.ThrottledError{By: "provider hold"}).Error(), "provider hold", true},
+		{"provider down: throttled by the carrier", "", false},
+		{"Throttled by rule x; back in 1s", "", false},
+		{fmt.Errorf("send: %w", &worker.ThrottledError{By: "rule x"}).Error(), "", false}, // not as the middleware returns it
+		{"", "", false},
+	}
+	for _, tc := range cases {
+		by, ok := worker.ThrottledBy(tc.lastErr)
+		if by != tc.by || ok != tc.ok {
+			t.Errorf("ThrottledBy(%q) = %q, %v; want %q, %v", tc.lastErr, by, ok, tc.by, tc.ok)
+		}
+	}
+}
+
+// TestUsageAlgorithms: a counter algorithm's count, no places in line;
+// and Usage, a read, writes no key.
+func TestUsageAlgorithms(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() {
+		if keys := redistest.Keys(t, rdb, prefix); len(keys) > 0 {
+			_ = rdb.Del(context.Background(), keys...).Err()
+		}
+	})
+	p := parsePolicies(t, usagePolicies)
+	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	ctx := context.Background()
+	var checks []throttle.Check
+	for _, a := range p.For("email:send", "acme") {
+		checks = append(checks, a.Check)
+	}
+	for i := range 3 {
+		if md, err := l.AllowInLine(ctx, fmt.Sprint("task-", i), checks); err != nil || !md.Allowed {
+			t.Fatalf("AllowInLine: %+v, %v", md, err)
+		}
+	}
+	keys := len(redistest.Keys(t, rdb, prefix))
+
+	for _, tenant := range []string{"acme", "globex"} {
+		got, err := worker.Usage(ctx, rdb, prefix, p, "email:send", tenant)
+		if err != nil {
+			t.Fatalf("Usage(%s): %v", tenant, err)
+		}
+		var used []string
+		for _, u := range got {
+			used = append(used, fmt.Sprintf("%s %d+%d of %d", u.Rule, u.Used, u.InLine, u.Limit))
+			if u.NextFree != 0 {
+				t.Errorf("%s: NextFree %v, want 0", u.Rule, u.NextFree)
+			}
+		}
+		want := []string{"hourly 3+0 of 100", "daily 3+0 of 1000", "burst 3+0 of 50"}
+		if tenant == "globex" {
+			want = []string{"hourly 0+0 of 100", "daily 0+0 of 1000", "burst 3+0 of 50"}
+		}
+		if diff := cmp.Diff(want, used); diff != "" {
+			t.Errorf("usage of %s (-want +got):\n%s", tenant, diff)
+		}
+	}
+	if got := len(redistest.Keys(t, rdb, prefix)); got != keys {
+		t.Errorf("%d keys after Usage, %d before", got, keys)
+	}
+}
+
+// TestUsagePlacesAhead: places in line a window or two ahead count in
+// InLine, and Remaining agrees with NextFree: a window whose places lie
+// ahead still has room now.
+func TestUsagePlacesAhead(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() {
+		if keys := redistest.Keys(t, rdb, prefix); len(keys) > 0 {
+			_ = rdb.Del(context.Background(), keys...).Err()
+		}
+	})
+	p := parsePolicies(t, `
+margin: 0s
+tasks:
+  sms:send:
+    - {name: per-hour, scope: tenant, limit: 1, window: 1h}
+    - {name: provider, scope: global, limit: 2, window: 1h}
+`)
+	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	ctx := context.Background()
+	var checks []throttle.Check
+	for _, a := range p.For("sms:send", "acme") {
+		checks = append(checks, a.Check)
+	}
+	// acme's first task is admitted, the next two placed an hour and two
+	// hours ahead, in both windows.
+	for i := range 3 {
+		if md, err := l.AllowInLine(ctx, fmt.Sprint("task-", i), checks); err != nil || md.Allowed != (i == 0) {
+			t.Fatalf("task %d: %+v, %v", i, md, err)
+		}
+	}
+	got, err := worker.Usage(ctx, rdb, prefix, p, "sms:send", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Rule                    string
+		Used, InLine, Remaining int
+		Full                    bool // NextFree > 0
+	}
+	var rows []row
+	for _, u := range got {
+		rows = append(rows, row{u.Rule, u.Used, u.InLine, u.Remaining, u.NextFree > 0})
+	}
+	want := []row{
+		{"per-hour", 1, 2, 0, true},
+		{"provider", 1, 2, 1, false}, // 3 units for a limit of 2, yet room now
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+	if next := got[0].NextFree; next < 3*time.Hour-time.Minute || next > 3*time.Hour {
+		t.Errorf("per-hour: next free in %v, want three hours: a window after the second place", next)
+	}
+	// What Usage said fits does: globex's task is admitted now.
+	var globex []throttle.Check
+	for _, a := range p.For("sms:send", "globex") {
+		globex = append(globex, a.Check)
+	}
+	if md, err := l.AllowInLine(ctx, "globex-1", globex); err != nil || !md.Allowed {
+		t.Errorf("globex's task: %+v, %v; want it admitted", md, err)
+	}
+}
+
+// ExampleUsage is what a status page does: how much of its windows a
+// tenant has used. It needs a Redis at localhost:6379, so it is compiled
+// but not run by go test.
+func ExampleUsage() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	policies, err := worker.LoadPolicies("examples/policies.yaml")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	usage, err := worker.Usage(ctx, rdb, throttle.DefaultPrefix, policies, "sms:send", "acme")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	for _, u := range usage {
+		fmt.Printf("%s %s: %d of %d used, %d in line, next free in %v\n", u.TaskType, u.Rule, u.Used, u.Limit, u.InLine, u.NextFree)
+	}
+}
