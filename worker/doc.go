@@ -1,0 +1,27 @@
+// Package worker runs Sluice's workers: asynq servers whose tasks ask the
+// limiter (package throttle) before they reach their provider.
+//
+// The pieces, one file each:
+//
+//   - policies.go: the policies file, the rules of each task type
+//     (ParsePolicies, OpenPolicyFile, Policies.For), reloaded on SIGHUP.
+//   - throttle.go: the middleware (NewThrottle, Throttle.Middleware): every
+//     rule of a task checked in one atomic call; a denied task takes a
+//     place in line and waits in the worker or goes back through asynq's
+//     retry set as a ThrottledError, never spending its retry budget;
+//     providers' 429s held back in every worker; fail-closed or fail-open
+//     when Redis cannot decide within DecisionTimeout.
+//   - server.go: a ready-made worker (NewServer, Server.Run) with the
+//     middleware, the providers and asynq set up for Sluice.
+//   - provider.go, webhook.go, smtp.go: the providers (Handler, Webhook,
+//     SMTP, LogProvider).
+//   - metrics.go, ops.go, status.go: Prometheus metrics, the /healthz,
+//     /readyz and /metrics endpoints, and the status page.
+//   - usage.go, retryset.go: what the admin command and the status page
+//     read: a tenant's use of each window, the throttled tasks waiting.
+//   - synchook.go: SyncHook, which makes asynq's writes after a Redis
+//     outage succeed.
+//
+// Everything is safe for concurrent use unless its documentation says
+// otherwise.
+package worker
