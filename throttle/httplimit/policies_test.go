@@ -1,0 +1,140 @@
+package httplimit_test
+
+// The policies file drives the middleware through worker.HTTPRules. Package
+// httplimit does not import worker (and so asynq); only its tests do.
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/throttle/httplimit"
+	"github.com/sluicehq/sluice/worker"
+)
+
+const apiPolicies = `
+tasks:
+  http:api:
+    - name: tenant
+      scope: tenant
+      limit: 2
+      window: 1m
+      tenants:
+        big: { limit: 4 }
+    - name: api
+      scope: global
+      limit: 100
+      window: 1m
+    - name: trial
+      scope: tenant
+      mode: shadow
+      limit: 1
+      window: 1h
+  sms:send:
+    - name: tenant
+      scope: tenant
+      limit: 1
+      window: 1s
+`
+
+// TestPolicyFile: with worker.HTTPRules a request keyed by tenant is held
+// to the rules of its type in the policies file, overrides included and
+// shadow rules left out, in the limiter keys a task would use; a reload
+// applies to the next request.
+func TestPolicyFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(path, []byte(apiPolicies), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := worker.OpenPolicyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := worker.HTTPRules(f, "http:api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := newLimiter(t)
+	srv := serve(t, newMiddleware(t, l, httplimit.Header("X-Tenant"), rules, nil))
+
+	cases := []struct {
+		tenant     string
+		wantStatus int
+		wantPolicy string
+		wantLimit  limitField // t not compared
+	}{
+		{"acme", 200, `"tenant";q=2;w=60, "api";q=100;w=60`, limitField{"tenant", 1, 0}},
+		{"acme", 200, `"tenant";q=2;w=60, "api";q=100;w=60`, limitField{"tenant", 0, 0}},
+		{"acme", 429, `"tenant";q=2;w=60, "api";q=100;w=60`, limitField{"tenant", 0, 0}},
+		{"big", 200, `"tenant";q=4;w=60, "api";q=100;w=60`, limitField{"tenant", 3, 0}},
+	}
+	for i, tc := range cases {
+		resp := get(t, srv, "/", "X-Tenant", tc.tenant)
+		if resp.status != tc.wantStatus {
+			t.Fatalf("request %d (%s): %d %q, want %d", i+1, tc.tenant, resp.status, resp.body, tc.wantStatus)
+		}
+		t.Logf("request %d (X-Tenant: %s):\n%s", i+1, tc.tenant, resp.dump)
+		if got := resp.header.Get(httplimit.HeaderPolicy); got != tc.wantPolicy {
+			t.Errorf("request %d (%s): RateLimit-Policy %q, want %q", i+1, tc.tenant, got, tc.wantPolicy)
+		}
+		f := rateLimit(t, resp.header)
+		f.t = 0
+		if f != tc.wantLimit {
+			t.Errorf("request %d (%s): RateLimit %+v, want %+v", i+1, tc.tenant, f, tc.wantLimit)
+		}
+	}
+
+	// The windows are the ones a task of type http:api would use.
+	applied := f.Current().For("http:api", "acme")
+	d, err := l.Peek(context.Background(), applied[0].Check.Key, applied[0].Check.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Count != 2 || applied[0].Check.Key != "rule/http:api/tenant/acme" {
+		t.Errorf("%s holds %d, want 2", applied[0].Check.Key, d.Count)
+	}
+
+	// A reload applies to the next request.
+	if err := os.WriteFile(path, []byte(strings.Replace(apiPolicies, "limit: 2", "limit: 5", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	resp := get(t, srv, "/", "X-Tenant", "acme")
+	if resp.status != http.StatusOK || !strings.HasPrefix(resp.header.Get(httplimit.HeaderPolicy), `"tenant";q=5;`) {
+		t.Errorf("after the reload: %d, RateLimit-Policy %q; want 200 and q=5", resp.status, resp.header.Get(httplimit.HeaderPolicy))
+	}
+}
+
+// TestHTTPRulesErrors: HTTPRules fails for policies not loaded and a type
+// the file does not name, rather than throttle nothing.
+func TestHTTPRulesErrors(t *testing.T) {
+	t.Parallel()
+	p, err := worker.ParsePolicies("inline", []byte(apiPolicies))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		f        *worker.PolicyFile
+		taskType string
+		wantErr  string
+	}{
+		{"nil file", nil, "http:api", "worker: HTTPRules needs loaded policies"},
+		{"unknown type", worker.StaticPolicies(p), "http:apl", `worker: HTTPRules: inline has no rules for "http:apl"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rf, err := worker.HTTPRules(tc.f, tc.taskType)
+			if err == nil || err.Error() != tc.wantErr || rf != nil {
+				t.Errorf("HTTPRules: %v; want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
