@@ -1,14 +1,11 @@
 package worker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/textproto"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluicehq/sluice/producer"
 )
 
 // MetricsConfig configures NewMetrics. The zero value is the default.
@@ -197,27 +194,4 @@ func ResponseClass(err error) string {
 		return fmt.Sprintf("%dxx", code/100)
 	}
 	return "error"
-}
-
-// measuredSMS and measuredEmail count their provider's answers.
-type measuredSMS struct {
-	p SMSProvider
-	m *Metrics
-}
-
-func (s measuredSMS) SendSMS(ctx context.Context, msg Message[producer.SMS]) error {
-	err := s.p.SendSMS(ctx, msg)
-	s.m.ObserveProvider("sms", err)
-	return err
-}
-
-type measuredEmail struct {
-	p EmailProvider
-	m *Metrics
-}
-
-func (e measuredEmail) SendEmail(ctx context.Context, msg Message[producer.Email]) error {
-	err := e.p.SendEmail(ctx, msg)
-	e.m.ObserveProvider("email", err)
-	return err
 }

@@ -98,3 +98,31 @@ func Permanent(err error) error {
 	}
 	return fmt.Errorf("%w: %w", asynq.SkipRetry, err)
 }
+
+// observedSMS and observedEmail tell each of answers (the metrics, the
+// status page's activity) what their provider answered.
+type observedSMS struct {
+	p       SMSProvider
+	answers []func(provider string, err error)
+}
+
+func (s observedSMS) SendSMS(ctx context.Context, msg Message[producer.SMS]) error {
+	err := s.p.SendSMS(ctx, msg)
+	for _, a := range s.answers {
+		a("sms", err)
+	}
+	return err
+}
+
+type observedEmail struct {
+	p       EmailProvider
+	answers []func(provider string, err error)
+}
+
+func (e observedEmail) SendEmail(ctx context.Context, msg Message[producer.Email]) error {
+	err := e.p.SendEmail(ctx, msg)
+	for _, a := range e.answers {
+		a("email", err)
+	}
+	return err
+}

@@ -99,6 +99,11 @@ type Config struct {
 	// Metrics, when set, count the worker's decisions, its providers'
 	// answers and its throttled returns. Nil means none.
 	Metrics *Metrics
+
+	// Activity, when set, records the tenants whose tasks the worker asks
+	// the limiter about, the denials of each rule and the providers'
+	// answers, for the status page (StatusPage). Nil means none.
+	Activity *Activity
 }
 
 // Server is a worker: an asynq server whose tasks pass the Throttle
@@ -145,22 +150,38 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	// each. A lone decision is sent at once, as without batching, so it
 	// costs nothing when tasks do not overlap.
 	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix), throttle.WithBatching(nil))
-	onDecision := cfg.OnDecision
-	sms, email := cfg.SMS, cfg.Email
+	// Each decision goes to the metrics, the activity, then the caller's
+	// hook; each provider's answer to the metrics and the activity.
+	var observers []func(DecisionEvent)
+	var answers []func(provider string, err error)
 	if m := cfg.Metrics; m != nil {
-		if extra := onDecision; extra != nil {
-			onDecision = func(e DecisionEvent) {
-				m.ObserveDecision(e)
-				extra(e)
+		observers = append(observers, m.ObserveDecision)
+		answers = append(answers, m.ObserveProvider)
+	}
+	if a := cfg.Activity; a != nil {
+		observers = append(observers, a.ObserveDecision)
+		answers = append(answers, a.ObserveProvider)
+	}
+	sms, email := cfg.SMS, cfg.Email
+	if len(answers) > 0 && sms != nil {
+		sms = observedSMS{p: sms, answers: answers}
+	}
+	if len(answers) > 0 && email != nil {
+		email = observedEmail{p: email, answers: answers}
+	}
+	if cfg.OnDecision != nil {
+		observers = append(observers, cfg.OnDecision)
+	}
+	var onDecision func(DecisionEvent)
+	switch len(observers) {
+	case 0:
+	case 1:
+		onDecision = observers[0]
+	default:
+		onDecision = func(e DecisionEvent) {
+			for _, o := range observers {
+				o(e)
 			}
-		} else {
-			onDecision = m.ObserveDecision
-		}
-		if sms != nil {
-			sms = measuredSMS{p: sms, m: m}
-		}
-		if email != nil {
-			email = measuredEmail{p: email, m: m}
 		}
 	}
 	t, err := NewThrottle(limiter, cfg.Policies, &ThrottleConfig{

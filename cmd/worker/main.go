@@ -29,10 +29,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -272,13 +274,23 @@ func run(ctx context.Context, args []string) int {
 		if cfg.Metrics, err = worker.NewMetrics(reg, &worker.MetricsConfig{TenantLabel: *metricsTenants}); err != nil {
 			return fail(err)
 		}
+		cfg.Activity = worker.NewActivity(nil)
 	}
 	srv, err := worker.NewServer(rdb, cfg)
 	if err != nil {
 		return fail(err)
 	}
 	if ops != nil {
-		h, err := worker.OpsHandler(worker.OpsConfig{Gatherer: reg, Ready: srv.Ready})
+		status, err := worker.StatusPage(rdb, worker.StatusConfig{
+			Policies: policies,
+			Activity: cfg.Activity,
+			Queues:   slices.Collect(maps.Keys(qs)),
+			Prefix:   *prefix,
+		})
+		if err != nil {
+			return fail(err)
+		}
+		h, err := worker.OpsHandler(worker.OpsConfig{Gatherer: reg, Ready: srv.Ready, Status: status})
 		if err != nil {
 			return fail(err)
 		}

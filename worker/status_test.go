@@ -1,0 +1,454 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/worker"
+)
+
+// fakeClock is a clock that tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// decision returns the event of a limiter call for tenant's task of type
+// sms:send, whose rules are "tenant" and "provider": allowed when denied is
+// -1, else denied by that rule.
+func decision(tenant string, denied int) worker.DecisionEvent {
+	d := throttle.MultiDecision{Decision: throttle.Decision{Allowed: denied < 0}, Denied: denied}
+	return worker.DecisionEvent{TaskType: "sms:send", Tenant: tenant, Rules: []string{"tenant", "provider"}, Decision: d}
+}
+
+// TestActivity: which tenants an Activity keeps, and the denials a second
+// it counts, over the last 10 s.
+func TestActivity(t *testing.T) {
+	t.Parallel()
+	early := decision("acme", 0)
+	early.Decision.Early = true
+	failed := decision("acme", -1)
+	failed.Err, failed.Decision = errors.New("dial tcp: connection refused"), throttle.MultiDecision{}
+	type step struct {
+		at time.Duration // after the clock's start
+		e  worker.DecisionEvent
+	}
+	type rate struct{ rule, tenant string } // tenant "" for every tenant
+	cases := []struct {
+		name        string
+		cfg         worker.ActivityConfig
+		steps       []step
+		at          time.Duration // when it is read
+		wantTenants []string
+		wantRates   map[rate]float64
+	}{
+		{
+			name:        "denials a second: the rule that set the wait, per tenant and in all",
+			steps:       []step{{0, decision("acme", 0)}, {0, decision("acme", 0)}, {5 * time.Second, decision("globex", 1)}, {6 * time.Second, decision("globex", -1)}},
+			at:          9 * time.Second,
+			wantTenants: []string{"acme", "globex"},
+			wantRates: map[rate]float64{
+				{"tenant", "acme"}: 0.2, {"tenant", "globex"}: 0, {"tenant", ""}: 0.2,
+				{"provider", "acme"}: 0, {"provider", "globex"}: 0.1, {"provider", ""}: 0.1,
+			},
+		},
+		{
+			name:        "denials older than 10 s no longer count",
+			steps:       []step{{0, decision("acme", 0)}, {5 * time.Second, decision("acme", 0)}},
+			at:          10 * time.Second,
+			wantTenants: []string{"acme"},
+			wantRates:   map[rate]float64{{"tenant", "acme"}: 0.1, {"tenant", ""}: 0.1},
+		},
+		{
+			name:        "early returns, failed calls and admissions are not denials",
+			steps:       []step{{0, early}, {0, failed}, {0, decision("acme", -1)}},
+			at:          time.Second,
+			wantTenants: []string{"acme"},
+			wantRates:   map[rate]float64{{"tenant", "acme"}: 0, {"provider", ""}: 0},
+		},
+		{
+			name:        "at most Tenants: the one seen least recently goes",
+			cfg:         worker.ActivityConfig{Tenants: 2},
+			steps:       []step{{0, decision("acme", 0)}, {time.Second, decision("globex", -1)}, {2 * time.Second, decision("acme", -1)}, {3 * time.Second, decision("initech", -1)}},
+			at:          3 * time.Second,
+			wantTenants: []string{"acme", "initech"},
+			wantRates:   map[rate]float64{{"tenant", "acme"}: 0.1, {"tenant", "globex"}: 0},
+		},
+		{
+			name:        "forgotten after Forget",
+			cfg:         worker.ActivityConfig{Forget: time.Minute},
+			steps:       []step{{0, decision("acme", -1)}, {30 * time.Second, decision("globex", -1)}},
+			at:          61 * time.Second,
+			wantTenants: []string{"globex"},
+		},
+		{
+			name:        "a task without a tenant is not a tenant",
+			steps:       []step{{0, decision("", 0)}},
+			wantTenants: []string{},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := newFakeClock()
+			start := clock.Now()
+			cfg := tc.cfg
+			cfg.Now = clock.Now
+			a := worker.NewActivity(&cfg)
+			for _, s := range tc.steps {
+				clock.Set(start.Add(s.at))
+				a.ObserveDecision(s.e)
+			}
+			clock.Set(start.Add(tc.at))
+			got := []string{}
+			for _, st := range a.Tenants() {
+				got = append(got, st.Tenant)
+				if diff := cmp.Diff([]string{"sms:send"}, st.TaskTypes); diff != "" {
+					t.Errorf("task types of %s (-want +got):\n%s", st.Tenant, diff)
+				}
+			}
+			if diff := cmp.Diff(tc.wantTenants, got); diff != "" {
+				t.Errorf("Tenants (-want +got):\n%s", diff)
+			}
+			for r, want := range tc.wantRates {
+				if got := a.DenialRate("sms:send", r.rule, r.tenant); got != want {
+					t.Errorf("DenialRate(sms:send, %s, %q) = %v, want %v", r.rule, r.tenant, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestActivityProviders: the provider's answers and 429s, in the last
+// minute and in all.
+func TestActivityProviders(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	start := clock.Now()
+	a := worker.NewActivity(&worker.ActivityConfig{Now: clock.Now})
+	a.ObserveProvider("sms", nil)
+	a.ObserveProvider("sms", &worker.StatusError{Code: 429, Status: "429 Too Many Requests"})
+	clock.Set(start.Add(30 * time.Second))
+	a.ObserveProvider("sms", &worker.ThrottledError{FromProvider: true, RetryAfter: time.Second})
+	a.ObserveProvider("email", errors.New("dial tcp: connection refused"))
+	clock.Set(start.Add(70 * time.Second))
+	want := []worker.ProviderActivity{
+		{Provider: "email", Answers: 1, AnswersTotal: 1},
+		{Provider: "sms", Answers: 1, TooMany: 1, AnswersTotal: 3, TooManyTotal: 2, LastTooMany: start.Add(30 * time.Second)},
+	}
+	if diff := cmp.Diff(want, a.Providers()); diff != "" {
+		t.Errorf("Providers 70 s in (-want +got):\n%s", diff)
+	}
+}
+
+// TestStatusPageArguments: a nil client, or a config without policies or
+// activity, is an error, not a panic.
+func TestStatusPageArguments(t *testing.T) {
+	t.Parallel()
+	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}) // never dialled
+	t.Cleanup(func() { _ = rdb.Close() })
+	policies, activity := worker.StaticPolicies(p), worker.NewActivity(nil)
+	cases := []struct {
+		name    string
+		rdb     redis.UniversalClient
+		cfg     worker.StatusConfig
+		wantErr string
+	}{
+		{"nil client", nil, worker.StatusConfig{Policies: policies, Activity: activity}, "nil Redis client"},
+		{"no policies", rdb, worker.StatusConfig{Activity: activity}, "nil Policies"},
+		{"no activity", rdb, worker.StatusConfig{Policies: policies}, "nil Activity"},
+		{"both", rdb, worker.StatusConfig{Policies: policies, Activity: activity}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := worker.StatusPage(tc.rdb, tc.cfg)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("StatusPage: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("StatusPage = %v, %v; want an error saying %q", h, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// pageRow is what the status page shows of one window.
+type pageRow struct {
+	Used, Limit, InLine, Waiting, Denials, Next string
+}
+
+var (
+	windowRowRE = regexp.MustCompile(`(?s)<tr class="window" data-type="([^"]*)" data-rule="([^"]*)" data-scope="([^"]*)" data-tenant="([^"]*)">(.*?)</tr>`)
+	cellREs     = map[string]*regexp.Regexp{
+		"used":    regexp.MustCompile(`<span class="used">([^<]*)</span>`),
+		"limit":   regexp.MustCompile(`<span class="limit">([^<]*)</span>`),
+		"inline":  regexp.MustCompile(`<span class="inline">([^<]*)</span>`),
+		"waiting": regexp.MustCompile(`<td class="num waiting">([^<]*)</td>`),
+		"denials": regexp.MustCompile(`<td class="num denials">([^<]*)</td>`),
+		"next":    regexp.MustCompile(`<td class="next">([^<]*)</td>`),
+	}
+)
+
+// pageRows returns the window rows of a status page by "tenant/rule"
+// ("global/rule" for a global rule).
+func pageRows(body string) map[string]pageRow {
+	cell := func(row, name string) string {
+		if m := cellREs[name].FindStringSubmatch(row); m != nil {
+			return m[1]
+		}
+		return ""
+	}
+	rows := map[string]pageRow{}
+	for _, m := range windowRowRE.FindAllStringSubmatch(body, -1) {
+		owner := m[4]
+		if m[3] == worker.ScopeGlobal {
+			owner = "global"
+		}
+		row := m[5]
+		rows[owner+"/"+m[2]] = pageRow{
+			Used: cell(row, "used"), Limit: cell(row, "limit"), InLine: cell(row, "inline"),
+			Waiting: cell(row, "waiting"), Denials: cell(row, "denials"), Next: cell(row, "next"),
+		}
+	}
+	return rows
+}
+
+const perHourAndAccount = `
+tasks:
+  sms:send:
+    - {name: per-hour, scope: tenant, limit: 1, window: 1h}
+    - {name: account, scope: global, limit: 100, window: 1h}
+`
+
+// TestStatusPage runs a worker whose tenants get one SMS an hour, enqueues
+// 3 for acme and 2 for globex, and reads the page once the 3 denied wait
+// in the retry set: each tenant's window full with its places in line,
+// the global window once, the denials of this worker, the backlog by
+// tenant and rule, and the provider's answers.
+func TestStatusPage(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
+	q := redistest.Queue(t, rdb)
+	p, err := worker.ParsePolicies(t.Name(), []byte(perHourAndAccount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies, activity := worker.StaticPolicies(p), worker.NewActivity(nil)
+	sent := make(smsRecorder, 10)
+	srv, err := worker.NewServer(rdb, worker.Config{
+		Policies:                 policies,
+		SMS:                      sent,
+		Queues:                   map[string]int{q: 1},
+		Prefix:                   prefix,
+		MaxHold:                  -1, // the denied go to the retry set
+		DelayedTaskCheckInterval: serverCheckInterval,
+		ShutdownTimeout:          5 * time.Second,
+		Activity:                 activity,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := receive(t, done, "end of Run"); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	pc := producer.NewClientFromRedisClient(rdb)
+	for tenant, n := range map[string]int{"acme": 3, "globex": 2} {
+		for range n {
+			if _, err := pc.EnqueueSMS(ctx, tenant, goodSMS, asynq.Queue(q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	receive(t, sent, "the first SMS")
+	receive(t, sent, "the second SMS")
+	ins := asynq.NewInspectorFromRedisClient(rdb)
+	eventually(t, func() (bool, string) {
+		qi, err := ins.GetQueueInfo(q)
+		if err != nil {
+			return false, err.Error()
+		}
+		return qi.Retry == 3 && qi.Active == 0, fmt.Sprintf("%d in the retry set, %d active, not 3 and 0", qi.Retry, qi.Active)
+	})
+	activity.ObserveProvider("sms", &worker.StatusError{Code: 429, Status: "429 Too Many Requests"})
+
+	h, err := worker.StatusPage(rdb, worker.StatusConfig{Policies: policies, Activity: activity, Queues: []string{q}, Prefix: prefix, Name: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET / = %d:\n%s", rec.Code, body)
+	}
+	for name, want := range map[string]string{"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"} {
+		if got := rec.Header().Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+
+	rows := pageRows(body)
+	// Each tenant used its one SMS of the hour; the denied hold places in
+	// line, 1 and 2 hours on, in every rule's window: the global one counts
+	// both tenants.
+	want := map[string]pageRow{
+		"acme/per-hour":   {Used: "1", Limit: "1", InLine: "2", Waiting: "2", Denials: "0.2/s"},
+		"globex/per-hour": {Used: "1", Limit: "1", InLine: "1", Waiting: "1", Denials: "0.1/s"},
+		"global/account":  {Used: "2", Limit: "100", InLine: "3", Waiting: "0", Denials: "0"},
+	}
+	for key, row := range rows {
+		if !strings.HasPrefix(row.Next, "in ") && row.Next != "now" {
+			t.Errorf("%s: next slot %q, want \"now\" or \"in ...\"", key, row.Next)
+		}
+		row.Next = ""
+		rows[key] = row
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("window rows (-want +got):\n%s\npage:\n%s", diff, body)
+	}
+	for _, s := range []string{
+		`<meta http-equiv="refresh" content="2">`,
+		`Sluice worker <span class="name">w1</span>`,
+		`<p class="okline" id="redis">`,
+		`<span class="tname">acme</span> <span class="sub">last seen`,
+		`<span class="waiting">2</span> throttled in the retry set, next back in`,
+		`<td class="num throttled">3</td><td><ul class="by"><li data-by="rule per-hour"><span class="count">3</span> rule per-hour</li></ul>`,
+		`<tr class="provider" data-provider="sms"><td>sms</td><td class="num">3</td><td class="num recent429">1</td><td class="num total429">1</td>`,
+		`this worker's`,
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the page has no %s", s)
+		}
+	}
+	if t.Failed() {
+		t.Logf("page:\n%s", body)
+	}
+}
+
+// TestStatusPageWithoutRedis: with Redis refusing connections, or
+// accepting them and never answering, the page renders within its Timeout
+// (the client's own timeouts are far longer), shows this worker's tenants
+// and says what it could not read.
+func TestStatusPageWithoutRedis(t *testing.T) {
+	t.Parallel()
+	p, err := worker.ParsePolicies(t.Name(), []byte(perHourAndAccount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		listen   func(t *testing.T) string // returns the address of a Redis that does not answer
+		wantText string
+	}{
+		{"refused", func(t *testing.T) string {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := l.Addr().String()
+			l.Close()
+			return addr
+		}, "connection refused"},
+		{"silent", func(t *testing.T) string {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var conns sync.WaitGroup
+			t.Cleanup(func() { l.Close(); conns.Wait() })
+			conns.Go(func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					conns.Go(func() { _, _ = io.Copy(io.Discard, c); c.Close() }) // reads, never answers
+				}
+			})
+			return l.Addr().String()
+		}, "Redis did not answer within 300ms"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addr := tc.listen(t)
+			// Timeouts far longer than the page's, and one dial a call: by
+			// default go-redis dials 5 times, 100 ms apart, and the refusal
+			// would come after the page's timeout.
+			rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+				MaxRetries: -1, DialerRetries: 1})
+			t.Cleanup(func() { _ = rdb.Close() })
+			a := worker.NewActivity(nil)
+			a.ObserveDecision(decision("acme", 0))
+			const timeout = 300 * time.Millisecond
+			h, err := worker.StatusPage(rdb, worker.StatusConfig{Policies: worker.StaticPolicies(p), Activity: a, Timeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 { // more pages than reads at once: none waits for the last
+				start := time.Now()
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+				took := time.Since(start)
+				body := rec.Body.String()
+				if took > timeout+time.Second {
+					t.Errorf("page %d took %v, more than its timeout %v", i, took, timeout)
+				}
+				if rec.Code != http.StatusOK {
+					t.Fatalf("page %d: GET / = %d:\n%s", i, rec.Code, body)
+				}
+				for _, s := range []string{`<p class="alert" id="redis">Redis: `, tc.wantText, `<span class="tname">acme</span>`, `Not read: `} {
+					if !strings.Contains(body, s) {
+						t.Errorf("page %d has no %s:\n%s", i, s, body)
+					}
+				}
+			}
+		})
+	}
+}
