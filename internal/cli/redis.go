@@ -185,12 +185,22 @@ func (c redisConfig) tlsConfig() *tls.Config {
 	return c.single.TLSConfig
 }
 
+// clusterStateReload is how often a cluster client reads the cluster's
+// slots again (CLUSTER SLOTS) while it is used. go-redis reloads them at
+// once on a redirection (MOVED, ASK), which a dead master cannot send, and
+// otherwise every 60 s by default: after a failover the workers would dial
+// the dead master for up to a minute. With 5 s they find the promoted
+// replica within 5 s of the promotion (TestFailoverUnderLoad/cluster), for
+// one CLUSTER SLOTS every 5 s per process.
+const clusterStateReload = 5 * time.Second
+
 // client returns a new client of the kind c says, which honours the
 // deadlines of contexts.
 func (c redisConfig) client() redis.UniversalClient {
 	switch {
 	case c.cluster != nil:
 		c.cluster.ContextTimeoutEnabled = true
+		c.cluster.ClusterStateReloadInterval = clusterStateReload
 		return redis.NewClusterClient(c.cluster)
 	case c.failover != nil:
 		c.failover.ContextTimeoutEnabled = true

@@ -59,16 +59,22 @@ func StartTLS(ctx context.Context, bin string, files TLSFiles, extra ...string) 
 // path) as a Redis Sentinel on a free loopback port, monitoring the master
 // at addr (host:port) under name with a quorum of quorum, and waits until
 // it answers or ctx ends. The sentinel considers the master down after it
-// has not answered for a second (down-after-milliseconds 1000): a test
-// that stops the master sees a failover within seconds.
+// has not answered for a second (down-after-milliseconds 1000), and gives
+// a failover 3 s for each of its steps (failover-timeout 3000; Redis's
+// default is 3 minutes): a test that kills the master of a master with
+// replicas sees a replica promoted within seconds, and a failover whose
+// election split the sentinels' votes tried again 6 s later rather than 6
+// minutes.
 func StartSentinel(ctx context.Context, bin, name, addr string, quorum int) (*Server, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("start Sentinel: master address %q: %w", addr, err)
 	}
 	// Sentinel needs a configuration file, which it rewrites.
-	conf := fmt.Sprintf("sentinel monitor %s %s %s %d\nsentinel down-after-milliseconds %s 1000\n",
-		name, host, port, quorum, name)
+	conf := fmt.Sprintf("sentinel monitor %s %s %s %d\n"+
+		"sentinel down-after-milliseconds %s 1000\n"+
+		"sentinel failover-timeout %s 3000\n",
+		name, host, port, quorum, name, name)
 	return start(ctx, bin, conf, nil, []string{"--sentinel"})
 }
 
@@ -200,6 +206,23 @@ func (s *Server) URL() string {
 func (s *Server) Close() error {
 	s.kill()
 	return os.RemoveAll(s.dir)
+}
+
+// Kill ends the process with SIGKILL, as a crash would: it saves nothing
+// and says goodbye to no one (a replica or sentinel sees its connections
+// drop). It waits until the process has exited. Unlike Close it keeps the
+// server's directory and log (see Log); Close, which is safe after Kill,
+// removes them.
+func (s *Server) Kill() {
+	s.kill()
+}
+
+// Log returns the server's log file (Redis's own, or Sentinel's): what
+// a test prints when the server did not do what it expected. It is empty
+// after Close.
+func (s *Server) Log() string {
+	data, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	return string(data)
 }
 
 // kill ends the process and waits until it has exited.

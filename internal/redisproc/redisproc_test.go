@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,41 @@ func TestStartSentinelBadMaster(t *testing.T) {
 	t.Parallel()
 	if _, err := StartSentinel(t.Context(), "redis-server", "mymaster", "no-port", 1); err == nil {
 		t.Error("StartSentinel with a master address without port: no error")
+	}
+}
+
+// TestKill kills a redis-server as a crash would: it stops answering at
+// once, and its log stays until Close.
+func TestKill(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server on PATH")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	srv, err := Start(ctx, "redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	srv.Kill()
+	select {
+	case <-srv.exited:
+	default:
+		t.Errorf("redis-server on %s still runs after Kill", srv.Addr)
+	}
+	if c, err := net.DialTimeout("tcp", srv.Addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts connections after Kill", srv.Addr)
+	}
+	if log := srv.Log(); !strings.Contains(log, "Ready to accept connections") {
+		t.Errorf("the log after Kill does not say the server was ready:\n%s", log)
+	}
+	srv.Kill() // again: nothing to do
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if log := srv.Log(); log != "" {
+		t.Errorf("the log is still there after Close:\n%s", log)
 	}
 }

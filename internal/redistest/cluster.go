@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,7 +160,12 @@ func startNode(ctx context.Context, bin string, cluster bool) (string, error) {
 
 // waitFor polls cond every 20 ms until it holds or ctx ends.
 func waitFor(ctx context.Context, cond func() bool) error {
-	tick := time.NewTicker(20 * time.Millisecond)
+	return waitEvery(ctx, 20*time.Millisecond, cond)
+}
+
+// waitEvery polls cond every interval until it holds or ctx ends.
+func waitEvery(ctx context.Context, interval time.Duration, cond func() bool) error {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for !cond() {
 		select {
@@ -169,4 +175,300 @@ func waitFor(ctx context.Context, cond func() bool) error {
 		}
 	}
 	return nil
+}
+
+// ReplicatedCluster is a Redis Cluster of ClusterMasters masters, each
+// with one replica: redis-server processes of a test's own on loopback,
+// for failover tests. A node is marked failing when it has not answered
+// for 1 s (cluster-node-timeout 1000), and the replica of a master killed
+// takes its slots a few seconds later. Unlike the cluster of ClusterAddrs,
+// shared by the test binary, it is started for one test, which may kill
+// its nodes. Its methods are safe for concurrent use.
+type ReplicatedCluster struct {
+	// Masters are the addresses of the masters the cluster started with,
+	// and Replicas those of their replicas: Replicas[i] replicates
+	// Masters[i]. After a failover the roles differ: see MasterOf.
+	Masters, Replicas []string
+
+	procs *fleet
+}
+
+// ReplicatedClusterNodeTimeout is the cluster-node-timeout of the nodes
+// of StartReplicatedCluster: how long a node may not answer before the
+// others begin to consider it failing.
+const ReplicatedClusterNodeTimeout = time.Second
+
+// StartReplicatedCluster starts a ReplicatedCluster of tb's own, stopped
+// when tb ends, and returns once every node reports the cluster ok and
+// knows every replica as the replica of its master, and every replica is
+// in sync. The binary is REDIS_SERVER, or redis-server on PATH. When tb
+// fails, the last lines of every node's log are printed.
+func StartReplicatedCluster(tb testing.TB) *ReplicatedCluster {
+	tb.Helper()
+	bin, err := serverBinary()
+	if err != nil {
+		unavailable(tb, "no redis-server for Redis Cluster tests: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := &ReplicatedCluster{procs: newFleet(tb, bin)}
+	args := []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", strconv.Itoa(int(ReplicatedClusterNodeTimeout / time.Millisecond)),
+		// A replica may take over however long its link was down: the
+		// test decides when a master dies, not how stale its replica is.
+		"--cluster-replica-validity-factor", "0"}
+	for range 2 * ClusterMasters {
+		s, err := c.procs.start(ctx, args...)
+		if err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
+		if len(c.Masters) < ClusterMasters {
+			c.Masters = append(c.Masters, s.Addr)
+		} else {
+			c.Replicas = append(c.Replicas, s.Addr)
+		}
+	}
+	if err := c.join(ctx); err != nil {
+		tb.Fatalf("redistest: replicated cluster: %v", err)
+	}
+	return c
+}
+
+// join assigns the slots to the masters, introduces every node to the
+// first, makes each replica replicate its master, and waits until all is
+// in place.
+func (c *ReplicatedCluster) join(ctx context.Context) error {
+	all := append(slices.Clone(c.Masters), c.Replicas...)
+	clients := map[string]*redis.Client{}
+	for _, addr := range all {
+		clients[addr] = redis.NewClient(&redis.Options{Addr: addr})
+	}
+	defer func() {
+		for _, n := range clients {
+			_ = n.Close()
+		}
+	}()
+	const slots = 16384
+	ids := map[string]string{} // address -> node ID
+	for i, addr := range c.Masters {
+		first, last := i*slots/len(c.Masters), (i+1)*slots/len(c.Masters)-1
+		if err := clients[addr].ClusterAddSlotsRange(ctx, first, last).Err(); err != nil {
+			return fmt.Errorf("node %s: add slots %d-%d: %w", addr, first, last, err)
+		}
+	}
+	for _, addr := range all {
+		id, err := clients[addr].ClusterMyID(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("node %s: cluster myid: %w", addr, err)
+		}
+		ids[addr] = id
+	}
+	for _, addr := range all[1:] {
+		host, port, _ := net.SplitHostPort(addr)
+		if err := clients[all[0]].ClusterMeet(ctx, host, port).Err(); err != nil {
+			return fmt.Errorf("cluster meet %s: %w", addr, err)
+		}
+	}
+	for i, addr := range c.Replicas {
+		master := ids[c.Masters[i]]
+		// A replica can replicate only a node it knows.
+		var err error
+		if werr := waitFor(ctx, func() bool {
+			err = clients[addr].ClusterReplicate(ctx, master).Err()
+			return err == nil
+		}); werr != nil {
+			return fmt.Errorf("node %s: cluster replicate %s (%s): %v: %w", addr, master, c.Masters[i], err, werr)
+		}
+	}
+	want := map[string]string{} // node ID -> the ID of its master, "-" for a master
+	for i, addr := range c.Masters {
+		want[ids[addr]] = "-"
+		want[ids[c.Replicas[i]]] = ids[addr]
+	}
+	for _, addr := range all {
+		var why string
+		err := waitFor(ctx, func() bool {
+			why = clusterReady(ctx, clients[addr], want)
+			return why == ""
+		})
+		if err != nil {
+			return fmt.Errorf("node %s never saw the cluster ready: %s: %w", addr, why, err)
+		}
+	}
+	for _, addr := range c.Masters {
+		if err := waitReplicated(ctx, addr, 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clusterReady returns "" when the node of n reports the cluster ok and
+// lists exactly the nodes of want, each connected, not failing, and the
+// replica of the master that want gives (or a master, for "-"); otherwise
+// what is missing.
+func clusterReady(ctx context.Context, n *redis.Client, want map[string]string) string {
+	info, err := n.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err.Error()
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return "cluster_state is not ok"
+	}
+	nodes, err := n.ClusterNodes(ctx).Result()
+	if err != nil {
+		return err.Error()
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+		// <id> <ip:port@cport> <flags> <master> <ping> <pong> <epoch> <link> <slots>...
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			return fmt.Sprintf("cluster nodes line %q", line)
+		}
+		master, ok := want[f[0]]
+		switch {
+		case !ok:
+			return fmt.Sprintf("unknown node %s", line)
+		case f[3] != master:
+			return fmt.Sprintf("node %s has master %s, want %s", f[1], f[3], master)
+		case strings.Contains(f[2], "fail") || strings.Contains(f[2], "handshake") || f[7] != "connected":
+			return fmt.Sprintf("node %s: %s %s", f[1], f[2], f[7])
+		}
+		seen++
+	}
+	if seen != len(want) {
+		return fmt.Sprintf("knows %d of %d nodes", seen, len(want))
+	}
+	return ""
+}
+
+// URL returns the redis+cluster:// URL of the cluster, naming every
+// master it started with, as the commands' --redis flag takes it.
+func (c *ReplicatedCluster) URL() string {
+	u, sep := "redis+cluster://"+c.Masters[0], "?"
+	for _, m := range c.Masters[1:] {
+		u += sep + "addr=" + m
+		sep = "&"
+	}
+	return u
+}
+
+// Client returns a new client of the cluster, which finds the new master
+// of a slot within a second of a failover; closed when tb ends.
+//
+// go-redis's cluster client learns where the slots are when a node
+// redirects it (MOVED) and otherwise every ClusterStateReloadInterval, 60
+// s by default: a master that died cannot redirect, so the client would
+// go on dialing it for up to a minute. This one reloads every second.
+func (c *ReplicatedCluster) Client(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                      append(slices.Clone(c.Masters), c.Replicas...),
+		ClusterStateReloadInterval: time.Second,
+	})
+	tb.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.ForEachShard(context.Background(), func(ctx context.Context, n *redis.Client) error {
+		return n.Ping(ctx).Err()
+	}); err != nil {
+		tb.Fatalf("redistest: ping replicated cluster: %v", err)
+	}
+	return rdb
+}
+
+// MasterOf returns the address of the master that serves key's hash slot,
+// as the first node still running that answers says.
+func (c *ReplicatedCluster) MasterOf(ctx context.Context, key string) (string, error) {
+	var errs []string
+	for _, addr := range append(slices.Clone(c.Masters), c.Replicas...) {
+		if !c.procs.alive(addr) {
+			continue
+		}
+		m, err := slotMaster(ctx, addr, key)
+		if err == nil {
+			return m, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	return "", fmt.Errorf("redistest: no node named the master of %q: %s", key, strings.Join(errs, "; "))
+}
+
+// slotMaster returns the master that serves key's slot as the node at addr
+// sees it.
+func slotMaster(ctx context.Context, addr, key string) (string, error) {
+	return withClient(addr, func(n *redis.Client) (string, error) {
+		slot, err := n.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			return "", fmt.Errorf("node %s: cluster keyslot: %w", addr, err)
+		}
+		ranges, err := n.ClusterSlots(ctx).Result()
+		if err != nil {
+			return "", fmt.Errorf("node %s: cluster slots: %w", addr, err)
+		}
+		for _, r := range ranges {
+			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+				return r.Nodes[0].Addr, nil
+			}
+		}
+		return "", fmt.Errorf("node %s: no master serves slot %d", addr, slot)
+	})
+}
+
+// Kill ends the node at addr, one of the cluster's, with SIGKILL, as a
+// crash would, and waits until it has exited. tb fails when addr is not
+// one of the cluster's nodes.
+func (c *ReplicatedCluster) Kill(tb testing.TB, addr string) {
+	tb.Helper()
+	if err := c.procs.kill(addr); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// WaitReplicated waits until the replica of every master that started
+// with one has applied all that its master had written, as their
+// replication offsets say, or ctx ends. A master whose replica has been
+// killed, or that took over from a master killed, has none: it is
+// skipped.
+func (c *ReplicatedCluster) WaitReplicated(ctx context.Context) error {
+	for i, m := range c.Masters {
+		for _, addr := range []string{m, c.Replicas[i]} {
+			other := c.Replicas[i]
+			if addr == other {
+				other = m
+			}
+			if !c.procs.alive(addr) || !c.procs.alive(other) || !isMaster(ctx, addr) {
+				continue
+			}
+			if err := waitReplicated(ctx, addr, 1); err != nil {
+				return fmt.Errorf("redistest: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// WaitPromoted waits until a node still running names a master other
+// than old for key's hash slot and that server answers that it is a
+// master, and returns its address: the moment a client that asks the
+// nodes can reach the new master. It polls every 10 ms, until ctx ends.
+func (c *ReplicatedCluster) WaitPromoted(ctx context.Context, key, old string) (string, error) {
+	var now string
+	err := waitEvery(ctx, 10*time.Millisecond, func() bool {
+		for _, addr := range append(slices.Clone(c.Masters), c.Replicas...) {
+			if !c.procs.alive(addr) {
+				continue
+			}
+			if m, err := slotMaster(ctx, addr, key); err == nil {
+				now = m
+				if m != old && isMaster(ctx, m) {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return "", fmt.Errorf("redistest: no node named a master of %q other than %s (last named %q): %w", key, old, now, err)
+	}
+	return now, nil
 }

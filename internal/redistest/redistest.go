@@ -2,8 +2,10 @@
 // REDIS_ADDR) when set, otherwise a container started with testcontainers-go
 // from the image named by REDIS_IMAGE (default DefaultImage), once per test
 // binary. It also starts Redis Cluster nodes, masters with their
-// sentinels, and servers that listen only for TLS with an ACL user
-// (StartTLS), as redis-server processes on loopback.
+// sentinels, servers that listen only for TLS with an ACL user
+// (StartTLS), and, for failover tests, masters with replicas and sentinels
+// (StartSentinelGroup) and clusters whose masters have replicas
+// (StartReplicatedCluster), as redis-server processes on loopback.
 //
 // Without a Redis, tests skip with a one-line reason, or fail when the
 // environment variable CI is "true": in CI a skipped suite would pass
