@@ -19,7 +19,9 @@ import (
 // its requests have windows of their own; naming a type that tasks use
 // makes requests and tasks share the same windows. Rules in shadow mode
 // (mode: shadow) are left out: the middleware has no shadow mode. It fails
-// for policies not loaded, or a type the file has no rules for.
+// for policies not loaded, or a type the file has no rules for. A reload
+// that later removes the type's rules, or makes them all shadow rules,
+// leaves requests unlimited, as it would the type's tasks.
 func HTTPRules(f *PolicyFile, taskType string) (httplimit.RuleFunc, error) {
 	if f == nil || f.Current() == nil {
 		return nil, errors.New("worker: HTTPRules needs loaded policies")

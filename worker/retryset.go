@@ -86,6 +86,11 @@ type RetryQueue struct {
 	// Tasks holds the first of the throttled tasks, soonest back first, up
 	// to the limit given to RetrySet.
 	Tasks []RetryTask `json:"tasks"`
+
+	// Unread is how many tasks of the retry set were not read, and so are
+	// in neither Throttled nor Failed: 0 from RetrySet, which reads them
+	// all; from RetrySetHead, those beyond the tasks it reads.
+	Unread int `json:"unread"`
 }
 
 // retryPage is how many tasks RetrySet reads from Redis at once.
@@ -99,12 +104,31 @@ const retryPage = 500
 // be counted twice or not at all. A queue that Redis does not know is an
 // error matching asynq.ErrQueueNotFound.
 func RetrySet(ctx context.Context, ins *asynq.Inspector, queue string, limit int) (RetryQueue, error) {
+	return retrySet(ctx, ins, queue, limit, 0)
+}
+
+// RetrySetHead is RetrySet for a set that may be large: it reads only the
+// first scan tasks of the set (soonest back first; over 500, rounded up
+// to whole pages of 500), counts those, and reports how many it left (Unread, from
+// asynq's count of the set), so that its time does not grow with the
+// set. The status page reads the retry sets so at every load.
+func RetrySetHead(ctx context.Context, ins *asynq.Inspector, queue string, limit, scan int) (RetryQueue, error) {
+	return retrySet(ctx, ins, queue, limit, max(scan, 1))
+}
+
+// retrySet is RetrySet, reading at least scan tasks and then no further
+// page (0: the whole set).
+func retrySet(ctx context.Context, ins *asynq.Inspector, queue string, limit, scan int) (RetryQueue, error) {
 	rq := RetryQueue{Queue: queue, Tasks: []RetryTask{}}
+	read, size := 0, retryPage
+	if scan > 0 && scan < size {
+		size = scan
+	}
 	for page := 1; ; page++ {
 		if err := ctx.Err(); err != nil {
 			return rq, fmt.Errorf("retry set of queue %s: %w", queue, err)
 		}
-		infos, err := ins.ListRetryTasks(queue, asynq.Page(page), asynq.PageSize(retryPage))
+		infos, err := ins.ListRetryTasks(queue, asynq.Page(page), asynq.PageSize(size))
 		if err != nil {
 			return rq, fmt.Errorf("retry set of queue %s: %w", queue, err)
 		}
@@ -127,7 +151,16 @@ func RetrySet(ctx context.Context, ins *asynq.Inspector, queue string, limit int
 				})
 			}
 		}
-		if len(infos) < retryPage {
+		read += len(infos)
+		if len(infos) < size {
+			return rq, nil
+		}
+		if scan > 0 && read >= scan {
+			qi, err := ins.GetQueueInfo(queue)
+			if err != nil {
+				return rq, fmt.Errorf("retry set of queue %s: %w", queue, err)
+			}
+			rq.Unread = max(qi.Retry-read, 0)
 			return rq, nil
 		}
 	}

@@ -371,9 +371,10 @@ type StatusConfig struct {
 	// default 2 s, negative for never.
 	Refresh time.Duration
 
-	// RetryTasks is the most throttled tasks of each queue's retry set
-	// that the page lists to count the backlog by rule and by tenant; its
-	// totals count every task. Default 10,000.
+	// RetryTasks is the most tasks of each queue's retry set that a load
+	// of the page reads (RetrySetHead), to count the backlog by rule and by
+	// tenant: its time grows with them, not with the set. Beyond them the
+	// page shows how many more wait, uncounted. Default 10,000.
 	RetryTasks int
 
 	// Name names the worker in the page's title; default the host name and
@@ -536,7 +537,7 @@ func (s *statusPage) run(ctx context.Context, p *Policies, rd pageRead) readResu
 		return readResult{pageRead: rd, err: errNotRead}
 	}
 	if rd.queue != "" {
-		rq, err := RetrySet(ctx, s.ins, rd.queue, s.cfg.RetryTasks)
+		rq, err := RetrySetHead(ctx, s.ins, rd.queue, s.cfg.RetryTasks, s.cfg.RetryTasks)
 		if errors.Is(err, asynq.ErrQueueNotFound) {
 			err = nil // a queue that never held a task holds none
 		}
@@ -564,7 +565,7 @@ type statusData struct {
 	Tenants   []tenantView
 	Globals   []windowView
 	Queues    []queueView
-	Partial   bool // the counts by rule and tenant cover only the first RetryTasks of a queue
+	Partial   bool // the counts cover only the first RetryTasks of a queue
 	Listed    int  // StatusConfig.RetryTasks
 	Providers []providerView
 }
@@ -595,6 +596,7 @@ type windowView struct {
 type queueView struct {
 	Queue             string
 	Throttled, Failed int
+	Unread            int // tasks of the retry set not read (RetrySetHead)
 	ByRule            []byCount
 	NextBack          string
 	Err               string
@@ -681,8 +683,8 @@ func (s *statusPage) build(p *Policies, tenants []SeenTenant, reads []pageRead, 
 			d.Queues = append(d.Queues, qv)
 			continue
 		}
-		qv.Throttled, qv.Failed = r.retry.Throttled, r.retry.Failed
-		if qv.Throttled > len(r.retry.Tasks) {
+		qv.Throttled, qv.Failed, qv.Unread = r.retry.Throttled, r.retry.Failed, r.retry.Unread
+		if qv.Throttled > len(r.retry.Tasks) || qv.Unread > 0 {
 			d.Partial = true
 		}
 		by := map[string]int{}

@@ -358,7 +358,7 @@ func TestStatusPage(t *testing.T) {
 		`<p class="okline" id="redis">`,
 		`<span class="tname">acme</span> <span class="sub">last seen`,
 		`<span class="waiting">2</span> throttled in the retry set, next back in`,
-		`<td class="num throttled">3</td><td><ul class="by"><li data-by="rule per-hour"><span class="count">3</span> rule per-hour</li></ul>`,
+		`<td class="num"><span class="throttled">3</span></td><td><ul class="by"><li data-by="rule per-hour"><span class="count">3</span> rule per-hour</li></ul>`,
 		`<tr class="provider" data-provider="sms"><td>sms</td><td class="num">3</td><td class="num recent429">1</td><td class="num total429">1</td>`,
 		`this worker's`,
 	} {
@@ -368,6 +368,44 @@ func TestStatusPage(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("page:\n%s", body)
+	}
+
+	// RetrySetHead reads as many of the 3 tasks as asked, counts them,
+	// and reports the rest unread; RetrySet reads all.
+	for _, tc := range []struct{ scan, wantRead, wantUnread int }{
+		{1, 1, 2},
+		{2, 2, 1},
+		{3, 3, 0},
+		{500, 3, 0},
+	} {
+		rq, err := worker.RetrySetHead(ctx, ins, q, 10, tc.scan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rq.Throttled + rq.Failed; got != tc.wantRead || rq.Unread != tc.wantUnread {
+			t.Errorf("RetrySetHead(scan %d): %d read, %d unread; want %d and %d", tc.scan, got, rq.Unread, tc.wantRead, tc.wantUnread)
+		}
+	}
+	if rq, err := worker.RetrySet(ctx, ins, q, 10); err != nil || rq.Throttled != 3 || rq.Unread != 0 {
+		t.Errorf("RetrySet: %d throttled, %d unread, err %v; want 3, 0, nil", rq.Throttled, rq.Unread, err)
+	}
+
+	// A page that reads 2 tasks of each retry set counts those and says
+	// how many more wait.
+	h, err = worker.StatusPage(rdb, worker.StatusConfig{Policies: policies, Activity: activity, Queues: []string{q}, Prefix: prefix, RetryTasks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	body = rec.Body.String()
+	for _, s := range []string{
+		`<td class="num"><span class="throttled">2</span><br><span class="sub unread">+1 not read</span></td>`,
+		`The counts cover the first 2 tasks of a queue's retry set`,
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("with RetryTasks 2, the page has no %s\n%s", s, body)
+		}
 	}
 }
 

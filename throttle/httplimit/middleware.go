@@ -285,13 +285,24 @@ func (m *Middleware) decide(ctx context.Context, checks []throttle.Check) (throt
 		md, err := m.limiter.AllowMulti(ctx, checks)
 		done <- result{md, err}
 	}()
-	select {
-	case res := <-done:
+	decided := func(res result) (throttle.MultiDecision, error) {
 		if res.err == nil && len(res.md.Checks) != len(checks) {
 			res.err = fmt.Errorf("httplimit: the limiter decided %d checks of %d", len(res.md.Checks), len(checks))
 		}
 		return res.md, res.err
+	}
+	select {
+	case res := <-done:
+		return decided(res)
 	case <-ctx.Done():
+		// A decision that came as the time ran out was counted: it stands.
+		select {
+		case res := <-done:
+			if res.err == nil {
+				return decided(res)
+			}
+		default:
+		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return throttle.MultiDecision{}, fmt.Errorf("httplimit: no decision within %v: %w", m.timeout, ctx.Err())
 		}
