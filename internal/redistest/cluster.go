@@ -29,9 +29,10 @@ var (
 )
 
 // ClusterAddrs returns the addresses of a Redis Cluster for tests: those in
-// REDIS_CLUSTER_ADDRS (comma-separated) when set, otherwise those of
-// ClusterMasters redis-server processes that it starts on loopback, once per
-// test binary, with the hash slots split evenly between them. The
+// REDIS_CLUSTER_ADDRS (comma-separated) when set, otherwise those of the
+// masters of a cluster of redis-server processes that it starts on
+// loopback, once per test binary: ClusterMasters masters, with the hash
+// slots split evenly between them, each with a replica. The
 // redis-server binary is REDIS_SERVER, or redis-server on PATH.
 func ClusterAddrs(tb testing.TB) []string {
 	tb.Helper()
@@ -80,8 +81,10 @@ func Own(tb testing.TB) string {
 	return "redis://" + addr + "/0"
 }
 
-// startCluster starts the nodes, assigns the slots, joins the nodes, and
-// waits until every node reports the cluster ok.
+// startCluster starts ClusterMasters masters and a replica of each,
+// assigns the slots, joins the nodes, and waits until every node reports
+// the cluster ok and every replica is in sync. It returns the masters'
+// addresses.
 func startCluster() ([]string, error) {
 	bin, err := serverBinary()
 	if err != nil {
@@ -89,48 +92,17 @@ func startCluster() ([]string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-
-	nodes := make([]*redis.Client, ClusterMasters)
-	addrs := make([]string, ClusterMasters)
-	defer func() {
-		for _, n := range nodes {
-			if n != nil {
-				_ = n.Close()
-			}
-		}
-	}()
-	for i := range nodes {
-		addr, err := startNode(ctx, bin, true)
-		if err != nil {
+	addrs := make([]string, 2*ClusterMasters)
+	for i := range addrs {
+		if addrs[i], err = startNode(ctx, bin, true); err != nil {
 			return nil, err
 		}
-		addrs[i] = addr
-		nodes[i] = redis.NewClient(&redis.Options{Addr: addr})
 	}
-
-	const slots = 16384
-	for i, n := range nodes {
-		first, last := i*slots/len(nodes), (i+1)*slots/len(nodes)-1
-		if err := n.ClusterAddSlotsRange(ctx, first, last).Err(); err != nil {
-			return nil, fmt.Errorf("node %s: add slots %d-%d: %w", addrs[i], first, last, err)
-		}
+	masters, replicas := addrs[:ClusterMasters], addrs[ClusterMasters:]
+	if err := joinCluster(ctx, masters, replicas); err != nil {
+		return nil, err
 	}
-	for _, addr := range addrs[1:] {
-		host, port, _ := net.SplitHostPort(addr)
-		if err := nodes[0].ClusterMeet(ctx, host, port).Err(); err != nil {
-			return nil, fmt.Errorf("cluster meet %s: %w", addr, err)
-		}
-	}
-	for i, n := range nodes {
-		if err := waitFor(ctx, func() bool {
-			info, err := n.ClusterInfo(ctx).Result()
-			return err == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(nodes)))
-		}); err != nil {
-			return nil, fmt.Errorf("node %s never reported the cluster ok: %w", addrs[i], err)
-		}
-	}
-	return addrs, nil
+	return masters, nil
 }
 
 // serverBinary returns the path of the redis-server binary: REDIS_SERVER,
@@ -148,7 +120,8 @@ func serverBinary() (string, error) {
 func startNode(ctx context.Context, bin string, cluster bool) (string, error) {
 	var extra []string
 	if cluster {
-		extra = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}
+		extra = []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--repl-diskless-sync-delay", "0"} // a replica's first sync at once, not after 5 s
 	}
 	srv, err := redisproc.Start(ctx, bin, extra...)
 	if err != nil {
@@ -228,17 +201,17 @@ func StartReplicatedCluster(tb testing.TB) *ReplicatedCluster {
 			c.Replicas = append(c.Replicas, s.Addr)
 		}
 	}
-	if err := c.join(ctx); err != nil {
+	if err := joinCluster(ctx, c.Masters, c.Replicas); err != nil {
 		tb.Fatalf("redistest: replicated cluster: %v", err)
 	}
 	return c
 }
 
-// join assigns the slots to the masters, introduces every node to the
-// first, makes each replica replicate its master, and waits until all is
-// in place.
-func (c *ReplicatedCluster) join(ctx context.Context) error {
-	all := append(slices.Clone(c.Masters), c.Replicas...)
+// joinCluster assigns the slots to masters, introduces every node to the
+// first, makes replicas[i] replicate masters[i], and waits until all is in
+// place: every node reports the cluster ok and every replica is in sync.
+func joinCluster(ctx context.Context, masters, replicas []string) error {
+	all := append(slices.Clone(masters), replicas...)
 	clients := map[string]*redis.Client{}
 	for _, addr := range all {
 		clients[addr] = redis.NewClient(&redis.Options{Addr: addr})
@@ -250,8 +223,8 @@ func (c *ReplicatedCluster) join(ctx context.Context) error {
 	}()
 	const slots = 16384
 	ids := map[string]string{} // address -> node ID
-	for i, addr := range c.Masters {
-		first, last := i*slots/len(c.Masters), (i+1)*slots/len(c.Masters)-1
+	for i, addr := range masters {
+		first, last := i*slots/len(masters), (i+1)*slots/len(masters)-1
 		if err := clients[addr].ClusterAddSlotsRange(ctx, first, last).Err(); err != nil {
 			return fmt.Errorf("node %s: add slots %d-%d: %w", addr, first, last, err)
 		}
@@ -269,21 +242,21 @@ func (c *ReplicatedCluster) join(ctx context.Context) error {
 			return fmt.Errorf("cluster meet %s: %w", addr, err)
 		}
 	}
-	for i, addr := range c.Replicas {
-		master := ids[c.Masters[i]]
+	for i, addr := range replicas {
+		master := ids[masters[i]]
 		// A replica can replicate only a node it knows.
 		var err error
 		if werr := waitFor(ctx, func() bool {
 			err = clients[addr].ClusterReplicate(ctx, master).Err()
 			return err == nil
 		}); werr != nil {
-			return fmt.Errorf("node %s: cluster replicate %s (%s): %v: %w", addr, master, c.Masters[i], err, werr)
+			return fmt.Errorf("node %s: cluster replicate %s (%s): %v: %w", addr, master, masters[i], err, werr)
 		}
 	}
 	want := map[string]string{} // node ID -> the ID of its master, "-" for a master
-	for i, addr := range c.Masters {
+	for i, addr := range masters {
 		want[ids[addr]] = "-"
-		want[ids[c.Replicas[i]]] = ids[addr]
+		want[ids[replicas[i]]] = ids[addr]
 	}
 	for _, addr := range all {
 		var why string
@@ -295,7 +268,7 @@ func (c *ReplicatedCluster) join(ctx context.Context) error {
 			return fmt.Errorf("node %s never saw the cluster ready: %s: %w", addr, why, err)
 		}
 	}
-	for _, addr := range c.Masters {
+	for _, addr := range masters {
 		if err := waitReplicated(ctx, addr, 1); err != nil {
 			return err
 		}
