@@ -586,6 +586,7 @@ type windowView struct {
 	Window                        string
 	Used, InLine                  int
 	UsedPct, InLinePct            int
+	Shadow                        bool   // mode: shadow: checked and counted, never holding a task back
 	Level                         string // ok, busy (3/4 or more), full (no room)
 	NextFree                      string
 	Denials                       string
@@ -706,7 +707,7 @@ func (s *statusPage) build(p *Policies, tenants []SeenTenant, reads []pageRead, 
 
 	row := func(u RuleUsage, tenant string) windowView {
 		v := windowView{
-			TaskType: u.TaskType, Rule: u.Rule, Scope: u.Scope, Tenant: u.Tenant,
+			TaskType: u.TaskType, Rule: u.Rule, Scope: u.Scope, Tenant: u.Tenant, Shadow: u.Shadow,
 			Limit: u.Limit, Window: fmtDuration(u.Window), Used: u.Used, InLine: u.InLine,
 			NextFree: "now", Denials: fmtRate(a.DenialRate(u.TaskType, u.Rule, tenant)),
 		}

@@ -256,6 +256,7 @@ tasks:
   sms:send:
     - {name: per-hour, scope: tenant, limit: 1, window: 1h}
     - {name: account, scope: global, limit: 100, window: 1h}
+    - {name: trial, scope: global, limit: 1, window: 1h, mode: shadow}
 `
 
 // TestStatusPage runs a worker whose tenants get one SMS an hour, enqueues
@@ -341,6 +342,7 @@ func TestStatusPage(t *testing.T) {
 		"acme/per-hour":   {Used: "1", Limit: "1", InLine: "2", Waiting: "2", Denials: "0.2/s"},
 		"globex/per-hour": {Used: "1", Limit: "1", InLine: "1", Waiting: "1", Denials: "0.1/s"},
 		"global/account":  {Used: "2", Limit: "100", InLine: "3", Waiting: "0", Denials: "0"},
+		"global/trial":    {Used: "1", Limit: "1", Waiting: "0", Denials: "0"},
 	}
 	for key, row := range rows {
 		if !strings.HasPrefix(row.Next, "in ") && row.Next != "now" {
@@ -361,6 +363,7 @@ func TestStatusPage(t *testing.T) {
 		`<td class="num"><span class="throttled">3</span></td><td><ul class="by"><li data-by="rule per-hour"><span class="count">3</span> rule per-hour</li></ul>`,
 		`<tr class="provider" data-provider="sms"><td>sms</td><td class="num">3</td><td class="num recent429">1</td><td class="num total429">1</td>`,
 		`this worker's`,
+		`<td class="rule">trial <span class="shadow"`,
 	} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the page has no %s", s)

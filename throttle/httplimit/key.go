@@ -118,6 +118,14 @@ func ClientIP(cfg *IPConfig) (KeyFunc, error) {
 		if !p.IsValid() {
 			return nil, fmt.Errorf("httplimit: trusted proxy %d (%v) is not a valid network", i, p)
 		}
+		if a := p.Addr(); a.Is4In6() {
+			// Addresses are compared unmapped: ::ffff:10.0.0.0/104 is
+			// 10.0.0.0/8.
+			if p.Bits() < 96 {
+				return nil, fmt.Errorf("httplimit: trusted proxy %d (%v) spans more than IPv4-mapped addresses; give its IPv4 network", i, p)
+			}
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
 		trusted[i] = p.Masked()
 	}
 	bits := c.IPv6Prefix

@@ -75,6 +75,8 @@ func TestClientIP(t *testing.T) {
 		{"empty entries skipped", &httplimit.IPConfig{TrustedProxies: proxies}, "10.0.0.2:80", []string{"198.51.100.1,, ,"}, "198.51.100.1", false, false},
 		{"garbage where the client should be", &httplimit.IPConfig{TrustedProxies: proxies}, "10.0.0.2:80", []string{"unknown, 10.0.0.1"}, "", true, false},
 		{"peer not an IP (a Unix socket)", nil, "@", nil, "", false, true},
+		{"trusted proxies given IPv4-mapped", &httplimit.IPConfig{TrustedProxies: []netip.Prefix{mustPrefix(t, "::ffff:10.0.0.0/104")}}, "10.0.0.2:80", []string{"198.51.100.1"}, "198.51.100.1", false, false},
+		{"a mapped peer of an IPv4 proxy", &httplimit.IPConfig{TrustedProxies: proxies}, "[::ffff:10.0.0.2]:80", []string{"198.51.100.1"}, "198.51.100.1", false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,6 +118,8 @@ func TestClientIPConfig(t *testing.T) {
 		{"prefix 129", httplimit.IPConfig{IPv6Prefix: 129}, "httplimit: IPv6Prefix 129 is not 1 to 128"},
 		{"prefix -1", httplimit.IPConfig{IPv6Prefix: -1}, "httplimit: IPv6Prefix -1 is not 1 to 128"},
 		{"zero network", httplimit.IPConfig{TrustedProxies: []netip.Prefix{{}}}, "httplimit: trusted proxy 0 (invalid Prefix) is not a valid network"},
+		{"mapped, wider than IPv4", httplimit.IPConfig{TrustedProxies: []netip.Prefix{netip.PrefixFrom(netip.MustParseAddr("::ffff:10.0.0.0"), 80)}},
+			"httplimit: trusted proxy 0 (::ffff:10.0.0.0/80) spans more than IPv4-mapped addresses; give its IPv4 network"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
