@@ -110,7 +110,10 @@ type Applied struct {
 // For returns the rules that apply to a task of type taskType for tenant,
 // with their limiter keys; nil when the type is not throttled. The key of a
 // tenant rule is "rule/<type>/<name>/<tenant>", of a global rule
-// "rule/<type>/<name>": names and tenants contain no "/", so keys never meet.
+// "rule/<type>/<name>": types and names contain no "/" and the tenant
+// comes last, so keys never meet, whatever the tenant holds (a task's
+// tenant is checked by the producer; HTTPRules passes a request's key,
+// which may hold "/", as an IPv6 network does).
 func (p *Policies) For(taskType, tenant string) []Applied {
 	rules := p.tasks[taskType]
 	if len(rules) == 0 {
