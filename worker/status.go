@@ -517,6 +517,16 @@ wait:
 			break wait
 		}
 	}
+	// The reads that finished as the time ran out are shown all the same.
+	for len(got) < len(reads) {
+		select {
+		case r := <-results:
+			got[r.pageRead] = r
+			continue
+		default:
+		}
+		break
+	}
 	for _, rd := range reads {
 		if _, ok := got[rd]; !ok {
 			got[rd] = readResult{pageRead: rd, err: errNotRead}
