@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/arrivals"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/producer"
 )
 
@@ -154,9 +155,9 @@ func buildCommand(name string) func() (string, error) {
 // workerProc is one worker process.
 type workerProc struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer   // what it wrote to stdout and stderr
-	done chan struct{} // closed when the process has exited
-	err  error         // its exit status, once done
+	logs *syncbuf.Buffer // what it wrote to stdout and stderr
+	done chan struct{}   // closed when the process has exited
+	err  error           // its exit status, once done
 }
 
 func startWorkers(t *testing.T, n int, args ...string) []*workerProc {
@@ -167,7 +168,7 @@ func startWorkers(t *testing.T, n int, args ...string) []*workerProc {
 	}
 	procs := make([]*workerProc, n)
 	for i := range procs {
-		p := &workerProc{logs: &syncBuffer{mu: make(chan struct{}, 1)}, done: make(chan struct{})}
+		p := &workerProc{logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 		p.cmd = exec.Command(bin, args...)
 		p.cmd.Env = os.Environ()
 		p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs

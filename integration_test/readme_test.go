@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // The README's commands are run by TestREADME, or by CI: every ```sh block
@@ -271,33 +271,16 @@ func runCommand(t *testing.T, dir, command string) ([]byte, error) {
 // background is a command running in the background, its output kept.
 type background struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
-}
-
-type syncBuffer struct {
-	mu  chan struct{}
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
-	return b.buf.String()
 }
 
 // startCommand starts command with bash in dir, in a process group of its
 // own (`exec` replaces the shell). It is killed when the test ends.
 func startCommand(t *testing.T, dir, command string) *background {
 	t.Helper()
-	b := &background{out: &syncBuffer{mu: make(chan struct{}, 1)}, done: make(chan struct{})}
+	b := &background{out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	b.cmd = exec.Command("bash", "-c", "exec "+command)
 	b.cmd.Dir, b.cmd.Env = dir, readmeEnv()
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out

@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -126,9 +126,9 @@ type server struct {
 	queue     string
 	client    *asynq.Client
 	inspector *asynq.Inspector
-	failures  chan failure // every ErrorHandler call
-	logs      *syncBuffer  // what worker.ErrorHandler logged, as JSON lines
-	asynqLogs *syncBuffer  // what asynq itself logged, shown when the test fails
+	failures  chan failure    // every ErrorHandler call
+	logs      *syncbuf.Buffer // what worker.ErrorHandler logged, as JSON lines
+	asynqLogs *syncbuf.Buffer // what asynq itself logged, shown when the test fails
 	srv       *asynq.Server
 	stopOnce  sync.Once
 }
@@ -143,8 +143,8 @@ func startServer(t *testing.T, rdb *redis.Client, h asynq.Handler) *server {
 		client:    asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb),
 		failures:  make(chan failure, 100),
-		logs:      &syncBuffer{},
-		asynqLogs: &syncBuffer{},
+		logs:      &syncbuf.Buffer{},
+		asynqLogs: &syncbuf.Buffer{},
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -247,26 +247,8 @@ var (
 	goodEmail = producer.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hello Ada", From: "team@example.com"}
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// records decodes the JSON lines that a slog.JSONHandler wrote to b.
-func (b *syncBuffer) records(t *testing.T) []map[string]any {
+// logRecords decodes the JSON lines that a slog.JSONHandler wrote to b.
+func logRecords(t *testing.T, b *syncbuf.Buffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for line := range strings.SplitSeq(strings.TrimSpace(b.String()), "\n") {
@@ -283,7 +265,7 @@ func (b *syncBuffer) records(t *testing.T) []map[string]any {
 }
 
 // bufferLogger is an asynq.Logger that writes to a buffer.
-type bufferLogger struct{ b *syncBuffer }
+type bufferLogger struct{ b *syncbuf.Buffer }
 
 func (l bufferLogger) log(level string, args ...any) {
 	fmt.Fprintf(l.b, "%s %s: %s\n", time.Now().Format("15:04:05.000"), level, fmt.Sprint(args...))

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
@@ -264,7 +265,7 @@ tasks:
 			// worker.ErrorHandler logged each denial at debug level, with the
 			// task's ID from asynq's context.
 			var logged int
-			for _, r := range s.logs.records(t) {
+			for _, r := range logRecords(t, s.logs) {
 				if r["msg"] != "task throttled" {
 					t.Errorf("unexpected log record %v", r)
 					continue
@@ -489,7 +490,7 @@ func TestMiddlewareRetryBudgetSpent(t *testing.T) {
 	if want := "retry budget of 1 spent: provider down"; !strings.Contains(got.LastErr, want) {
 		t.Errorf("LastErr = %q, want it to contain %q", got.LastErr, want)
 	}
-	records := s.logs.records(t)
+	records := logRecords(t, s.logs)
 	if len(records) != 2 {
 		t.Fatalf("%d log records, want 2: %v", len(records), records)
 	}
@@ -710,10 +711,10 @@ func TestErrorHandler(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var buf syncBuffer
+			var buf syncbuf.Buffer
 			h := worker.ErrorHandler(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			h.HandleError(context.Background(), smsTask(t, "acme"), tc.err)
-			records := buf.records(t)
+			records := logRecords(t, &buf)
 			if len(records) != 1 {
 				t.Fatalf("%d log records, want 1: %v", len(records), records)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -273,7 +274,7 @@ func TestPermanent(t *testing.T) {
 // TestLogProvider sends nothing and logs what it would send.
 func TestLogProvider(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	p := worker.LogProvider{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
 	ctx := context.Background()
 	if err := p.SendSMS(ctx, worker.Message[producer.SMS]{ID: "t1", Tenant: "acme", Payload: goodSMS}); err != nil {
@@ -286,7 +287,7 @@ func TestLogProvider(t *testing.T) {
 		{"level": "INFO", "msg": "sms", "id": "t1", "tenant": "acme", "to": goodSMS.To, "body": goodSMS.Body},
 		{"level": "INFO", "msg": "email", "id": "t2", "tenant": "globex", "to": goodEmail.To, "subject": goodEmail.Subject},
 	}
-	if diff := cmp.Diff(want, buf.records(t), ignoreTime); diff != "" {
+	if diff := cmp.Diff(want, logRecords(t, &buf), ignoreTime); diff != "" {
 		t.Errorf("logs (-want +got):\n%s", diff)
 	}
 }

@@ -58,16 +58,7 @@ func TestStartMissingBinary(t *testing.T) {
 // asks the sentinel for the master's address.
 func TestStartSentinel(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server on PATH")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	master, err := Start(ctx, "redis-server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = master.Close() })
+	ctx, master := startServer(t)
 	sentinel, err := StartSentinel(ctx, "redis-server", "mymaster", master.Addr, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -99,16 +90,7 @@ func TestStartSentinelBadMaster(t *testing.T) {
 // once, and its log stays until Close.
 func TestKill(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server on PATH")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	srv, err := Start(ctx, "redis-server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	_, srv := startServer(t)
 	srv.Kill()
 	select {
 	case <-srv.exited:
@@ -129,4 +111,22 @@ func TestKill(t *testing.T) {
 	if log := srv.Log(); log != "" {
 		t.Errorf("the log is still there after Close:\n%s", log)
 	}
+}
+
+// startServer starts a redis-server for t, closed when t ends, and returns
+// a context that ends 30 s later, or with t; it skips t without
+// redis-server on PATH.
+func startServer(t *testing.T) (context.Context, *Server) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server on PATH")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	srv, err := Start(ctx, "redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return ctx, srv
 }

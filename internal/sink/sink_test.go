@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // testSink is a sink behind an httptest server, logging JSON lines to logs,
@@ -21,12 +23,12 @@ import (
 type testSink struct {
 	*Sink
 	srv  *httptest.Server
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 }
 
 func newTestSink(t *testing.T, arrivals ...time.Duration) *testSink {
 	t.Helper()
-	logs := new(syncBuffer)
+	logs := new(syncbuf.Buffer)
 	s := New(time.Second, slog.New(slog.NewJSONHandler(logs, nil)))
 	next := 0
 	s.now = func() time.Time { // called under s.mu
@@ -98,25 +100,11 @@ func do(t *testing.T, req *http.Request) (int, string) {
 	return resp.StatusCode, string(data)
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the JSON log lines written so far, decoded.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines returns the JSON log lines written to b so far, decoded.
+func logLines(t *testing.T, b *syncbuf.Buffer) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for line := range strings.Lines(b.buf.String()) {
+	for line := range strings.Lines(b.String()) {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -278,7 +266,7 @@ func TestLogLines(t *testing.T) {
 		Err                            string
 	}
 	var got []line
-	for _, m := range ts.logs.lines(t) {
+	for _, m := range logLines(t, ts.logs) {
 		l := line{Level: m["level"].(string), Msg: m["msg"].(string)}
 		l.ID, _ = m["id"].(string)
 		l.Tenant, _ = m["tenant"].(string)
@@ -305,7 +293,7 @@ func TestLogLines(t *testing.T) {
 // each (run with -race).
 func TestConcurrentReceipts(t *testing.T) {
 	t.Parallel()
-	logs := new(syncBuffer)
+	logs := new(syncbuf.Buffer)
 	s := New(time.Second, slog.New(slog.NewTextHandler(logs, nil)))
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)

@@ -1,7 +1,6 @@
 package httplimit_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -158,22 +156,4 @@ func problem(t *testing.T, resp response) problemBody {
 		t.Errorf("problem status %d, response status %d", p.Status, resp.status)
 	}
 	return p
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use, for logs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

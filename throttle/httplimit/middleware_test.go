@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/throttle/httplimit"
 )
@@ -314,7 +315,7 @@ func TestRedisDown(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: tc.addr(t), MaxRetries: -1,
 				DialTimeout: 20 * time.Second, ReadTimeout: 20 * time.Second, WriteTimeout: 20 * time.Second})
 			t.Cleanup(func() { _ = rdb.Close() })
-			logs := &syncBuffer{}
+			logs := &syncbuf.Buffer{}
 			cfg := tc.cfg
 			cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 			m := newMiddleware(t, throttle.NewLimiter(rdb), httplimit.Header("X-API-Key"),
@@ -378,7 +379,7 @@ func TestRedisComesBack(t *testing.T) {
 	t.Parallel()
 	l, _ := newLimiter(t)
 	f := &flaky{Limiter: l, down: true}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	m := newMiddleware(t, f, httplimit.Header("X-API-Key"),
 		limits(t, httplimit.Limit{Name: "per-key", Policy: throttle.PerMinute(3)}),
 		&httplimit.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
