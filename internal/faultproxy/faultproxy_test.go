@@ -85,9 +85,16 @@ func TestModes(t *testing.T) {
 		}
 	}
 
-	// Down: new connections are reset.
+	// Down: new connections are reset, which the client sees on its
+	// first read or write, or, when the reset comes before its dial has
+	// returned, as the dial's error.
 	p.Set(faultproxy.Refuse)
-	if err := roundTrip(dial(t, p.Addr()), 5*time.Second); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+	c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+	if err == nil {
+		t.Cleanup(func() { _ = c.Close() })
+		err = roundTrip(c, 5*time.Second)
+	}
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("refuse: %v, want the connection reset or closed at once", err)
 	}
 
