@@ -52,7 +52,9 @@ func ClusterAddrs(tb testing.TB) []string {
 // Cluster returns a new client of the test cluster, closed when tb ends.
 func Cluster(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: ClusterAddrs(tb)})
+	// A copy: the client appends the nodes it discovers (the replicas) to
+	// its Addrs, which would write into the slice that every test shares.
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(ClusterAddrs(tb))})
 	tb.Cleanup(func() { _ = rdb.Close() })
 	if err := rdb.ForEachShard(context.Background(), func(ctx context.Context, c *redis.Client) error {
 		return c.Ping(ctx).Err()
@@ -102,7 +104,7 @@ func startCluster() ([]string, error) {
 	if err := joinCluster(ctx, masters, replicas); err != nil {
 		return nil, err
 	}
-	return masters, nil
+	return slices.Clone(masters), nil
 }
 
 // serverBinary returns the path of the redis-server binary: REDIS_SERVER,
