@@ -191,17 +191,12 @@ func TestServerOnDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
+	ctx, stop := runServer(t, srv)
 	if _, err := producer.NewClientFromRedisClient(rdb).EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
 		t.Fatal(err)
 	}
 	receive(t, sent, "SMS")
-	cancel()
-	if err := receive(t, done, "end of Run"); err != nil {
-		t.Errorf("Run: %v", err)
-	}
+	stop()
 	got := drain(events)
 	if len(got) != 1 || !got[0].Decision.Allowed || got[0].Tenant != "acme" || got[0].TaskType != producer.TypeSMS {
 		t.Errorf("events %+v, want one: acme's SMS allowed", got)

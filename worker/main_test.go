@@ -42,6 +42,23 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// runServer runs srv until stop is called, and returns the context it
+// runs with (for the test's own calls) and stop, which ends Run and fails
+// t unless it returns cleanly.
+func runServer(t *testing.T, srv *worker.Server) (ctx context.Context, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	return ctx, func() {
+		t.Helper()
+		cancel()
+		if err := receive(t, done, "end of Run"); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
 // drain returns what ch holds now, without waiting.
 func drain[T any](ch <-chan T) []T {
 	var out []T

@@ -62,15 +62,8 @@ func TestServerErrorHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := receive(t, done, "end of Run"); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	ctx, stop := runServer(t, srv)
+	defer stop()
 
 	pc := producer.NewClientFromRedisClient(rdb)
 	for range 2 { // per-hour allows one: the second is throttled

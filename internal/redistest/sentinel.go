@@ -187,11 +187,9 @@ func (g *SentinelGroup) MasterAddr(ctx context.Context) (string, error) {
 		if !g.procs.alive(addr) {
 			continue
 		}
-		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		hp, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
-		_ = sc.Close()
-		if err == nil && len(hp) == 2 {
-			return net.JoinHostPort(hp[0], hp[1]), nil
+		m, err := askSentinel(ctx, addr)
+		if err == nil {
+			return m, nil
 		}
 		errs = append(errs, fmt.Sprintf("sentinel %s: %v", addr, err))
 	}
@@ -241,11 +239,8 @@ func (g *SentinelGroup) WaitPromoted(ctx context.Context, old string) (string, e
 			if !g.procs.alive(addr) {
 				continue
 			}
-			sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
-			hp, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
-			_ = sc.Close()
-			if err == nil && len(hp) == 2 {
-				now = net.JoinHostPort(hp[0], hp[1])
+			if m, err := askSentinel(ctx, addr); err == nil {
+				now = m
 				if now != old && isMaster(ctx, now) {
 					return true
 				}
@@ -257,4 +252,19 @@ func (g *SentinelGroup) WaitPromoted(ctx context.Context, old string) (string, e
 		return "", fmt.Errorf("redistest: no sentinel named a master other than %s (last named %q): %w", old, now, err)
 	}
 	return now, nil
+}
+
+// askSentinel returns the address of SentinelMaster as the sentinel at
+// addr names it.
+func askSentinel(ctx context.Context, addr string) (string, error) {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer sc.Close()
+	hp, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+	if err != nil {
+		return "", err
+	}
+	if len(hp) != 2 {
+		return "", fmt.Errorf("master address %q", hp)
+	}
+	return net.JoinHostPort(hp[0], hp[1]), nil
 }
