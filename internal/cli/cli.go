@@ -11,6 +11,12 @@ import (
 	"strings"
 )
 
+// ErrUsage is matched (errors.Is) by the errors of this package that are
+// the user's mistake in what they typed: a flag, an argument or a URL that
+// cannot be read. The commands exit 2 for them, and 1 for a failure of
+// Redis, a file or a provider.
+var ErrUsage = errors.New("usage error")
+
 // Parse parses args into fs after applying env: for each flag name in env
 // whose flag is not given on the command line, the environment variable
 // named env[name], when set, gives the value. It returns flag.ErrHelp for
