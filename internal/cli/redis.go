@@ -56,7 +56,8 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // --decision-timeout.
 //
 // The error is one line that names the URL, its passwords hidden (see
-// RedactURL), and what is wrong with it.
+// RedactURL), and what is wrong with it. It matches ErrUsage (errors.Is)
+// when the URL is missing or cannot be read.
 func RedisClient(rawURL string) (redis.UniversalClient, error) {
 	cfg, err := redisURL(rawURL)
 	if err != nil {
@@ -65,42 +66,16 @@ func RedisClient(rawURL string) (redis.UniversalClient, error) {
 	return cfg.client(), nil
 }
 
-// Connect returns a client for rawURL, as RedisClient, once Redis answers
-// a PING within 5 s. With a Sentinel URL it first asks the sentinels for
-// the master, so that the error says which sentinel failed and how (the
-// failover client itself retries until the time is up and reports only
-// that). The caller closes the client. The error is one line that names
-// the URL, its passwords hidden.
-func Connect(ctx context.Context, rawURL string) (redis.UniversalClient, error) {
-	cfg, err := redisURL(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if cfg.failover != nil {
-		if err := findMaster(ctx, cfg.failover); err != nil {
-			return nil, fmt.Errorf("Redis at %s unreachable: %v", RedactURL(rawURL), err)
-		}
-	}
-	rdb := cfg.client()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("Redis at %s unreachable: %v", RedactURL(rawURL), err)
-	}
-	return rdb, nil
-}
-
 // redisURL parses rawURL for RedisClient and Connect, with the CAs of the
 // file that RedisCAFileEnv names.
 func redisURL(rawURL string) (redisConfig, error) {
 	redis.SetLogger(quiet{})
 	if rawURL == "" {
-		return redisConfig{}, errors.New("no Redis: set --redis or REDIS_URL")
+		return redisConfig{}, urlError{errors.New("no Redis: set --redis or REDIS_URL")}
 	}
 	cfg, err := parseRedisURL(rawURL)
 	if err != nil {
-		return redisConfig{}, fmt.Errorf("--redis %q: %v", RedactURL(rawURL), err)
+		return redisConfig{}, urlError{fmt.Errorf("--redis %q: %v", RedactURL(rawURL), err)}
 	}
 	if tc := cfg.tlsConfig(); tc != nil {
 		if file := os.Getenv(RedisCAFileEnv); file != "" {
@@ -111,6 +86,14 @@ func redisURL(rawURL string) (redisConfig, error) {
 	}
 	return cfg, nil
 }
+
+// urlError is the error of a Redis URL that is missing or cannot be read:
+// the user's mistake, so it matches ErrUsage as well as the error it
+// holds, and reads as that error.
+type urlError struct{ err error }
+
+func (e urlError) Error() string   { return e.err.Error() }
+func (e urlError) Unwrap() []error { return []error{e.err, ErrUsage} }
 
 // readCAs returns a pool of the CA certificates in the PEM file at path.
 func readCAs(path string) (*x509.CertPool, error) {
@@ -123,29 +106,6 @@ func readCAs(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s holds no PEM certificate", path)
 	}
 	return pool, nil
-}
-
-// findMaster asks the sentinels of o in turn for the address of the
-// master o names, and returns nil once one gives it.
-func findMaster(ctx context.Context, o *redis.FailoverOptions) error {
-	var errs []string
-	for _, addr := range o.SentinelAddrs {
-		sc := redis.NewSentinelClient(&redis.Options{
-			Addr: addr, Username: o.SentinelUsername, Password: o.SentinelPassword,
-			TLSConfig: o.TLSConfig, DialTimeout: o.DialTimeout, MaxRetries: -1,
-		})
-		_, err := sc.GetMasterAddrByName(ctx, o.MasterName).Result()
-		_ = sc.Close()
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, redis.Nil):
-			errs = append(errs, fmt.Sprintf("sentinel %s monitors no master named %q", addr, o.MasterName))
-		default:
-			errs = append(errs, fmt.Sprintf("sentinel %s: %v", addr, err))
-		}
-	}
-	return fmt.Errorf("no sentinel gave the address of master %q: %s", o.MasterName, strings.Join(errs, "; "))
 }
 
 // DescribeRedis says what rawURL connects to, without its passwords, for
@@ -166,8 +126,10 @@ func DescribeRedis(rawURL string) string {
 	return fmt.Sprintf("%s db %d", cfg.single.Addr, cfg.single.DB)
 }
 
-// redisConfig is what a Redis URL says: exactly one of its fields is set.
+// redisConfig is what a Redis URL says: exactly one of single, cluster
+// and failover is set.
 type redisConfig struct {
+	scheme   string // as the URL spells it, in lower case: "rediss+cluster"
 	single   *redis.Options
 	cluster  *redis.ClusterOptions
 	failover *redis.FailoverOptions
@@ -222,6 +184,15 @@ func parseRedisURL(raw string) (redisConfig, error) {
 	}
 	// What go-redis reads: the URL with its own scheme, without "+kind".
 	plain := base + "://" + rest
+	cfg, err := parseKind(scheme, kind, plain)
+	cfg.scheme = strings.ToLower(scheme)
+	return cfg, err
+}
+
+// parseKind reads plain, a URL with the scheme redis, rediss or unix, as
+// kind says: "" for one server, "cluster" or "sentinel". scheme is the
+// URL's as the user wrote it, for the errors.
+func parseKind(scheme, kind, plain string) (redisConfig, error) {
 	switch kind {
 	case "":
 		opt, err := redis.ParseURL(plain)

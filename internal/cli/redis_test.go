@@ -1,18 +1,11 @@
 package cli
 
 import (
-	"context"
-	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // summary is what a test checks of a redisConfig.
@@ -185,88 +178,6 @@ func TestRedactURL(t *testing.T) {
 		if got := RedactURL(tc.url); got != tc.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", tc.url, got, tc.want)
 		}
-	}
-}
-
-// TestConnectSentinel: a Sentinel URL names only sentinels, so a client
-// that reaches the master found it through them.
-func TestConnectSentinel(t *testing.T) {
-	t.Parallel()
-	sentinels, master := redistest.Sentinel(t, 1)
-	ctx := t.Context()
-	rdb, err := Connect(ctx, "redis+sentinel://"+sentinels[0]+"/2?master_name="+redistest.SentinelMaster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	key := "test-" + t.Name()
-	if err := rdb.Set(ctx, key, "through sentinel", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	direct := redis.NewClient(&redis.Options{Addr: master, DB: 2})
-	defer direct.Close()
-	if got, err := direct.Get(ctx, key).Result(); err != nil || got != "through sentinel" {
-		t.Errorf("the master's database 2 holds %q (%v), want what was set through the sentinel", got, err)
-	}
-
-	url := "redis+sentinel://" + sentinels[0] + "/0?master_name=other"
-	_, err = Connect(ctx, url)
-	want := fmt.Sprintf(`Redis at %s unreachable: no sentinel gave the address of master "other": sentinel %s monitors no master named "other"`, url, sentinels[0])
-	if err == nil || err.Error() != want {
-		t.Errorf("Connect with an unknown master = %v, want %q", err, want)
-	}
-}
-
-// TestConnectCluster: from one node of a URL, the client finds every master.
-func TestConnectCluster(t *testing.T) {
-	t.Parallel()
-	addrs := redistest.ClusterAddrs(t)
-	ctx := t.Context()
-	rdb, err := Connect(ctx, "redis+cluster://"+addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		t.Fatalf("Connect gave a %T, want a *redis.ClusterClient", rdb)
-	}
-	var mu sync.Mutex
-	var masters []string
-	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		mu.Lock()
-		defer mu.Unlock()
-		masters = append(masters, c.Options().Addr)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(masters)
-	want := slices.Sorted(slices.Values(addrs))
-	if diff := cmp.Diff(want, masters); diff != "" {
-		t.Errorf("masters the client found (-want +got):\n%s", diff)
-	}
-}
-
-func TestConnectUnreachable(t *testing.T) {
-	t.Parallel()
-	cases := []struct{ url, want string }{
-		{"redis://:s3cret@127.0.0.1:1/0", "Redis at redis://:xxxxx@127.0.0.1:1/0 unreachable: dial tcp 127.0.0.1:1: "},
-		{"redis+cluster://127.0.0.1:1", "Redis at redis+cluster://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
-		{"redis+sentinel://127.0.0.1:1/0?master_name=m&addr=127.0.0.1:2", `Redis at redis+sentinel://127.0.0.1:1/0?master_name=m&addr=127.0.0.1:2 unreachable: no sentinel gave the address of master "m": sentinel 127.0.0.1:1: dial tcp 127.0.0.1:1: `},
-	}
-	for _, tc := range cases {
-		t.Run(tc.url, func(t *testing.T) {
-			t.Parallel()
-			start := time.Now()
-			_, err := Connect(t.Context(), tc.url)
-			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
-				t.Errorf("Connect(%q) = %v, want an error starting %q", tc.url, err, tc.want)
-			}
-			if took := time.Since(start); took > 4*time.Second {
-				t.Errorf("Connect(%q) took %v to give up on a refused connection", tc.url, took)
-			}
-		})
 	}
 }
 

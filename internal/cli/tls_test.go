@@ -29,8 +29,23 @@ func TestConnectTLS(t *testing.T) {
 	t.Run("untrusted", func(t *testing.T) {
 		t.Setenv(RedisCAFileEnv, "")
 		_, err := Connect(ctx, url)
-		if err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
-			t.Errorf("Connect without the CA = %v, want an error about the certificate's authority", err)
+		want := "Redis at " + RedactURL(url) + ": connecting: tls: failed to verify certificate: x509: certificate signed by unknown authority"
+		if err == nil || err.Error() != want {
+			t.Errorf("Connect without the CA = %v, want %q", err, want)
+		}
+	})
+
+	// The server speaks only TLS: the URL's scheme is the mistake, whatever
+	// the CAs.
+	t.Run("plain URL", func(t *testing.T) {
+		plain := strings.Replace(url, "rediss://", "redis://", 1)
+		_, err := Connect(ctx, plain)
+		want := "Redis at " + RedactURL(plain) + ": " + srv.Addr + " expects TLS (it completed a TLS handshake): use rediss://, not redis://"
+		if err == nil || err.Error() != want {
+			t.Errorf("Connect(%q) = %v, want %q", RedactURL(plain), err, want)
+		}
+		if strings.Contains(err.Error(), srv.Password) {
+			t.Errorf("Connect(%q) = %q: the error shows the password", RedactURL(plain), err)
 		}
 	})
 
@@ -84,8 +99,8 @@ func TestConnectTLS(t *testing.T) {
 		if err == nil {
 			t.Fatal("Connect with a wrong password: no error")
 		}
-		if !strings.Contains(err.Error(), "WRONGPASS") {
-			t.Errorf("Connect with a wrong password = %q, want it to say WRONGPASS", err)
+		if want := `: authenticating as "` + srv.User + `": the server replied "WRONGPASS `; !strings.Contains(err.Error(), want) {
+			t.Errorf("Connect with a wrong password = %q, want it to say %s...", err, want)
 		}
 		if strings.Contains(err.Error(), wrong) {
 			t.Errorf("Connect with a wrong password = %q: the error shows the password", err)
@@ -140,8 +155,12 @@ func TestRedisCAFileErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Setenv(RedisCAFileEnv, tc.file)
-		if _, err := RedisClient("rediss://127.0.0.1:1/0"); err == nil || err.Error() != tc.want {
+		_, err := RedisClient("rediss://127.0.0.1:1/0")
+		if err == nil || err.Error() != tc.want {
 			t.Errorf("RedisClient with %s=%s: %v, want %q", RedisCAFileEnv, tc.file, err, tc.want)
+		}
+		if errors.Is(err, ErrUsage) { // a file that cannot be read: exit 1
+			t.Errorf("RedisClient with %s=%s: %q matches ErrUsage", RedisCAFileEnv, tc.file, err)
 		}
 		// A URL without TLS does not read the file.
 		rdb, err := RedisClient("redis://127.0.0.1:1/0")
