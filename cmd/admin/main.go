@@ -14,7 +14,8 @@
 // status page calls too; this command parses flags and prints.
 //
 // Exit status: 0 on success; 1 when Redis or a file could not be used, or
-// a policies file is invalid; 2 for a usage error: a bad flag, a tenant id
+// a policies file is invalid; 2 for a usage error: a bad flag or --redis
+// URL, an argument the command does not take (see cli.Parse), a tenant id
 // that is not valid, a task type, rule or queue that does not exist, a
 // reset without --yes.
 package main
@@ -59,9 +60,9 @@ command's flags; every flag with a variable shown can also be set from the
 environment.
 
 Exit status: 0 on success; 1 when Redis or a file could not be used, or a
-policies file is invalid; 2 for a usage error (a bad flag, an invalid
-tenant id, a task type, rule or queue that does not exist, reset without
---yes).`
+policies file is invalid; 2 for a usage error (a bad flag or --redis URL,
+an argument where none is taken, an invalid tenant id, a task type, rule
+or queue that does not exist, reset without --yes).`
 
 var env = map[string]string{
 	"redis":    "REDIS_URL",
@@ -100,34 +101,32 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return 2
 }
 
-// parseFlags parses args into fs, with the environment variables of env.
-// On --help it prints the usage on stdout; on a bad flag, a one-line error
-// on stderr. ok is false when run should return code. A command that takes
-// no arguments says so when args hold some after the flags.
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, takesArgs bool) (code int, ok bool) {
-	// cli.Parse sets every flag of its map from the environment, and fails
-	// on one fs does not define: give it those of fs's flags only, so that
-	// REDIS_URL, set for the other commands, does not break validate.
+// parseFlags parses args into fs, with the environment variables of env,
+// and the arguments after the flags that names allow (see cli.ParseArgs):
+// any other is refused. On --help it prints the usage on stdout; on a bad
+// flag or argument, a one-line error on stderr. ok is false when run
+// should return code.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, names ...string) (code int, ok bool) {
+	// cli.ParseArgs sets every flag of its map from the environment, and
+	// fails on one fs does not define: give it those of fs's flags only,
+	// so that REDIS_URL, set for the other commands, does not break
+	// validate.
 	own := map[string]string{}
 	for name, variable := range env {
 		if fs.Lookup(name) != nil {
 			own[name] = variable
 		}
 	}
-	// cli.Parse prints the usage on os.Stdout: print it here instead, on
-	// the stdout of run.
+	// cli.ParseArgs prints the usage on os.Stdout: print it here instead,
+	// on the stdout of run.
 	fs.Usage = func() {}
-	if err := cli.Parse(fs, args, own); err != nil {
+	if err := cli.ParseArgs(fs, args, own, names...); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			cli.Usage(fs, synopsis, own)()
 			return 0, false
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
-		return 2, false
-	}
-	if !takesArgs && fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: takes no arguments, only flags; got %q (flags go before any argument)\n", fs.Name(), fs.Arg(0))
 		return 2, false
 	}
 	return 0, true

@@ -190,7 +190,7 @@ func TestHelp(t *testing.T) {
 }
 
 // TestUsageErrors: each is one line on stderr and exit status 2, found
-// before Redis is asked (the URL is unreachable).
+// before Redis is asked (the URL is unreachable or cannot be read).
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, testPolicies)
@@ -204,7 +204,16 @@ func TestUsageErrors(t *testing.T) {
 		{"no command", nil, "admin: name a command: usage, reset, validate or throttled (see --help)\n"},
 		{"unknown command", []string{"stats"}, `admin: unknown command "stats": name usage, reset, validate or throttled (see --help)` + "\n"},
 		{"bad flag", []string{"usage", "--nope"}, "admin usage: flag provided but not defined: -nope\n"},
-		{"argument", append(usage, "--tenant", "acme", "sms:send"), `admin usage: takes no arguments, only flags; got "sms:send" (flags go before any argument)` + "\n"},
+		{"argument", append(usage, "--tenant", "acme", "--json", "sms:send"), `admin usage: unexpected argument "sms:send": only flags are taken (see --help)` + "\n"},
+		{"flag after an argument", append(reset, "acme", "--tenant", "acme"), `admin reset: unexpected argument "acme" (then "--tenant", "acme"): flags go before arguments` + "\n"},
+		{"throttled second queue", []string{"throttled", "--redis", unreachable, "--queue", "default", "low"},
+			`admin throttled: unexpected argument "low": only flags are taken (see --help)` + "\n"},
+		{"usage bad URL", append(usage[:1:1], "--redis", "http://127.0.0.1:1", "--policies", path, "--tenant", "acme"),
+			`admin usage: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
+		{"reset bad URL", []string{"reset", "--redis", "http://127.0.0.1:1", "--policies", path, "--tenant", "acme", "--yes"},
+			`admin reset: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
+		{"throttled bad URL", []string{"throttled", "--redis", "http://127.0.0.1:1"},
+			`admin throttled: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 		{"usage without tenant", usage, "admin usage: no tenant: set --tenant\n"},
 		{"usage without policies", []string{"usage", "--redis", unreachable, "--policies", "", "--tenant", "acme"},
 			"admin usage: no policies: set --policies or SLUICE_POLICIES to the workers' file\n"},
@@ -220,8 +229,8 @@ func TestUsageErrors(t *testing.T) {
 			`admin reset: rule "per-hour" is not a rule of task type email:send in ` + path + "; its rules: email:send daily\n"},
 		{"reset global rule", append(reset, "--tenant", "acme", "--rule", "provider"),
 			`admin reset: rule "provider" of sms:send is global: its window is shared by every tenant, and a tenant's reset never empties it` + "\n"},
-		{"validate without FILE", []string{"validate"}, "admin validate: takes one FILE, or - for standard input; got 0 arguments (see --help)\n"},
-		{"validate two files", []string{"validate", "a.yaml", "b.yaml"}, "admin validate: takes one FILE, or - for standard input; got 2 arguments (see --help)\n"},
+		{"validate without FILE", []string{"validate"}, "admin validate: needs FILE, or - for standard input, after the flags (see --help)\n"},
+		{"validate two files", []string{"validate", "a.yaml", "b.yaml"}, `admin validate: unexpected argument "b.yaml": after the flags, only FILE is taken (see --help)` + "\n"},
 		{"throttled negative limit", []string{"throttled", "--redis", unreachable, "--limit", "-1"}, "admin throttled: --limit -1: must be 0 or more\n"},
 		{"throttled blank queue", []string{"throttled", "--redis", unreachable, "--queue", " "}, `admin throttled: invalid value " " for flag -queue: name a queue` + "\n"},
 	}

@@ -17,7 +17,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	wf := addWindowFlags(fs)
 	rule := fs.String("rule", "", "reset only this rule's window (a rule of scope tenant); default every tenant rule")
 	yes := fs.Bool("yes", false, "reset; without it the command only says what it would reset, and exits 2")
-	if code, ok := parseFlags(fs, args, stdout, stderr, false); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	p, code, ok := wf.load(name, stderr)
@@ -40,7 +40,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 	rdb, err := cli.Connect(ctx, *wf.redisURL)
 	if err != nil {
-		return failf(stderr, 1, name, "%v", err)
+		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}
 	defer rdb.Close()
 	reset, left, err = worker.ResetTenant(ctx, rdb, *wf.prefix, p, *wf.taskType, *rule, *wf.tenant)

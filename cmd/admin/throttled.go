@@ -40,7 +40,7 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Var(&queues, "queue", "asynq `queue` to look at; give it again for more; default every queue")
 	limit := fs.Int("limit", 50, "list at most `N` throttled tasks a queue, soonest back first (0: counts only)")
 	asJSON := fs.Bool("json", false, "print a JSON array, one object a queue, with its tasks")
-	if code, ok := parseFlags(fs, args, stdout, stderr, false); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if *limit < 0 {
@@ -48,7 +48,7 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	rdb, err := cli.Connect(ctx, *redisURL)
 	if err != nil {
-		return failf(stderr, 1, name, "%v", err)
+		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}
 	defer rdb.Close()
 	ins := asynq.NewInspectorFromRedisClient(rdb)

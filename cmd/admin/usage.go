@@ -20,7 +20,7 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	wf := addWindowFlags(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array, one object a window, durations in seconds")
-	if code, ok := parseFlags(fs, args, stdout, stderr, false); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	p, code, ok := wf.load(name, stderr)
@@ -33,7 +33,7 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	rdb, err := cli.Connect(ctx, *wf.redisURL)
 	if err != nil {
-		return failf(stderr, 1, name, "%v", err)
+		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}
 	defer rdb.Close()
 	usage, err := worker.Usage(ctx, rdb, *wf.prefix, p, *wf.taskType, *wf.tenant)

@@ -12,11 +12,11 @@ import (
 func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	const name = "admin validate"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	if code, ok := parseFlags(fs, args, stdout, stderr, true); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr, "FILE"); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		return failf(stderr, 2, name, "takes one FILE, or - for standard input; got %d arguments (see --help)", fs.NArg())
+	if fs.NArg() == 0 {
+		return failf(stderr, 2, name, "needs FILE, or - for standard input, after the flags (see --help)")
 	}
 	var (
 		p   *worker.Policies

@@ -14,6 +14,7 @@ import (
 
 func TestUsage(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
+	out := t.TempDir()
 	cases := []struct {
 		name     string
 		args     []string
@@ -29,7 +30,9 @@ func TestUsage(t *testing.T) {
 		{"zero drain concurrency", []string{"--out", t.TempDir(), "--drain-concurrency", "0"}, 2, "must be positive"},
 		{"drain-short takes no value", []string{"--out", t.TempDir(), "--drain-short=maybe"}, 2, "invalid boolean value"},
 		{"bad duration", []string{"--out", t.TempDir(), "--duration", "fast"}, 2, "invalid value"},
-		{"extra argument", []string{"--out", t.TempDir(), "now"}, 2, `unexpected argument "now"`},
+		{"extra argument", []string{"--duration", "1s", "now"}, 2, `bench: unexpected argument "now": only flags are taken (see --help)` + "\n"},
+		{"flag after an argument", []string{"--only", "memory", "now", "--out", out}, 2,
+			`bench: unexpected argument "now" (then "--out", "` + out + `"): flags go before arguments, and a value with spaces needs quotes: --only "memory now"` + "\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -41,6 +44,14 @@ func TestUsage(t *testing.T) {
 				t.Errorf("run(%q) stderr %q lacks %q", c.args, stderr.String(), c.wantErr)
 			}
 		})
+	}
+}
+
+// TestHelpExitStatus: --help gives the exit statuses, usage errors' 2
+// among them.
+func TestHelpExitStatus(t *testing.T) {
+	if want := "Exit status: 0 on success; 1 when the run fails; 2 for a usage error"; !strings.Contains(synopsis, want) {
+		t.Errorf("the help does not say %q:\n%s", want, synopsis)
 	}
 }
 

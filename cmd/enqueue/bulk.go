@@ -58,12 +58,12 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue of the lines without one")
 	skipInvalid := fs.Bool("skip-invalid", false, "enqueue the valid lines even when some are invalid")
-	if code, ok := parseFlags(fs, args, bulkSynopsis, stdout, stderr); !ok {
+	if code, ok := parseFlags(fs, args, bulkSynopsis, stdout, stderr, "FILE"); !ok {
 		return code
 	}
 	switch {
-	case fs.NArg() != 1:
-		fmt.Fprintf(stderr, "enqueue: bulk takes one FILE, or - for standard input, after the flags; got %d arguments (see --help)\n", fs.NArg())
+	case fs.NArg() == 0:
+		fmt.Fprintln(stderr, "enqueue: bulk needs FILE, or - for standard input, after the flags (see --help)")
 		return 2
 	case strings.TrimSpace(*queue) == "":
 		fmt.Fprintf(stderr, "enqueue: --queue %q: name a queue\n", *queue)
@@ -147,7 +147,7 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	pc, closeRedis, err := connect(ctx, *redisURL)
 	if err != nil {
 		fmt.Fprintln(stderr, "enqueue:", err)
-		return 1
+		return cli.ExitStatus(err)
 	}
 	defer closeRedis()
 

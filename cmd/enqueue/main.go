@@ -8,7 +8,10 @@
 // or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
 //
 // Exit status: 0 when every task was enqueued, 1 when one was not (a bulk
-// line rejected, Redis or the file unusable), 2 for a usage error.
+// line rejected, Redis or the file unusable), 2 for a usage error: a bad
+// flag or --redis URL, or an argument the command does not take (a word
+// left after the flags, as in --body hello world unquoted, is refused
+// rather than ignored with every flag after it; see cli.Parse).
 package main
 
 import (
@@ -38,8 +41,10 @@ ID-1 ... ID-N). bulk enqueues the tasks of a JSON-lines file ("enqueue bulk
 variable shown.
 
 Exit status: 0 when every task was enqueued; 1 when one was not (invalid
-bulk line, task ID taken, Redis or FILE unusable); 2 for a usage error, or
-an sms or email flag with a bad value (nothing is enqueued).`
+bulk line, task ID taken, Redis or FILE unusable); 2 for a usage error (a
+bad flag, a --redis URL that cannot be read, an argument after the flags
+of sms or email, more than FILE after those of bulk), or an sms or email
+flag with a bad value (nothing is enqueued).`
 
 var env = map[string]string{"redis": "REDIS_URL", "queue": "SLUICE_QUEUE"}
 
@@ -70,14 +75,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return 2
 }
 
-// parseFlags parses args into fs, with the environment variables of env.
-// On --help it prints the usage on stdout; on a bad flag, a one-line error
-// on stderr. ok is false when run should return code.
-func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (code int, ok bool) {
-	// cli.Parse prints the usage on os.Stderr: print it here instead, on
-	// the stdout of run, since it was asked for.
+// parseFlags parses args into fs, with the environment variables of env,
+// and the arguments after the flags that names allow (see cli.ParseArgs):
+// any other is refused. On --help it prints the usage on stdout; on a bad
+// flag or argument, a one-line error on stderr. ok is false when run
+// should return code.
+func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer, names ...string) (code int, ok bool) {
+	// cli.ParseArgs prints the usage on os.Stdout: print it here instead,
+	// on the stdout of run, since it was asked for.
 	fs.Usage = func() {}
-	if err := cli.Parse(fs, args, env); err != nil {
+	if err := cli.ParseArgs(fs, args, env, names...); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			cli.Usage(fs, synopsis, env)()
@@ -91,7 +98,8 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr
 
 // connect returns a producer client of the Redis at url, once Redis
 // answers (see cli.Connect), and the function that closes the client and
-// its connection. The error names Redis and the URL.
+// its connection. The error names Redis and the URL; it matches
+// cli.ErrUsage when the URL cannot be read (cli.ExitStatus gives 2).
 func connect(ctx context.Context, url string) (*producer.Client, func(), error) {
 	rdb, err := cli.Connect(ctx, url)
 	if err != nil {
@@ -141,7 +149,7 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	pc, closeRedis, err := connect(ctx, *redisURL)
 	if err != nil {
 		fmt.Fprintln(stderr, "enqueue:", err)
-		return 1
+		return cli.ExitStatus(err)
 	}
 	defer closeRedis()
 	failed := 0

@@ -123,7 +123,8 @@ func TestHelp(t *testing.T) {
 }
 
 // TestUsageErrors: each is one line on stderr and exit status 2, before
-// anything reaches Redis (the URL, when there is one, is unreachable).
+// anything reaches Redis (the URL, when there is one, is unreachable or
+// cannot be read).
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -139,9 +140,18 @@ func TestUsageErrors(t *testing.T) {
 		{"invalid sms", []string{"sms", "--redis", unreachable, "--tenant", "acme", "--to", "+1555x", "--body", "hi"},
 			`enqueue: producer: new sms:send task for tenant "acme": invalid task: to "+1555x": not an E.164 phone number (+ then 2 to 15 digits, no leading 0)` + "\n"},
 		{"bulk bad flag", []string{"bulk", "--nope", "-"}, "enqueue: flag provided but not defined: -nope\n"},
-		{"bulk without FILE", []string{"bulk", "--redis", unreachable}, "enqueue: bulk takes one FILE, or - for standard input, after the flags; got 0 arguments (see --help)\n"},
-		{"bulk with two files", []string{"bulk", "a.jsonl", "b.jsonl"}, "enqueue: bulk takes one FILE, or - for standard input, after the flags; got 2 arguments (see --help)\n"},
-		{"bulk flag after FILE", []string{"bulk", "-", "--redis", unreachable}, "enqueue: bulk takes one FILE, or - for standard input, after the flags; got 3 arguments (see --help)\n"},
+		{"sms unquoted body", []string{"sms", "--redis", unreachable, "--tenant", "acme", "--to", "+15551234567", "--body", "hello", "world", "--count", "3"},
+			`enqueue: unexpected argument "world" (then "--count", "3"): flags go before arguments, and a value with spaces needs quotes: --body "hello world"` + "\n"},
+		{"email unquoted subject", []string{"email", "--redis", unreachable, "--tenant", "acme", "--to", "ada@example.com", "--subject", "Your", "order", "--body", "hi"},
+			`enqueue: unexpected argument "order" (then "--body", "hi"): flags go before arguments, and a value with spaces needs quotes: --subject "Your order"` + "\n"},
+		{"sms argument", []string{"sms", "acme", "--redis", unreachable}, `enqueue: unexpected argument "acme" (then "--redis", "redis://127.0.0.1:1"): flags go before arguments` + "\n"},
+		{"bulk without FILE", []string{"bulk", "--redis", unreachable}, "enqueue: bulk needs FILE, or - for standard input, after the flags (see --help)\n"},
+		{"bulk with two files", []string{"bulk", "a.jsonl", "b.jsonl"}, `enqueue: unexpected argument "b.jsonl": after the flags, only FILE is taken (see --help)` + "\n"},
+		{"bulk flag after FILE", []string{"bulk", "-", "--redis", unreachable}, `enqueue: unexpected argument "--redis" (then "redis://127.0.0.1:1"): flags go before arguments` + "\n"},
+		{"sms bad URL", []string{"sms", "--redis", "http://127.0.0.1:1", "--tenant", "acme", "--to", "+15551234567", "--body", "hi"},
+			`enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
+		{"bulk bad URL", []string{"bulk", "--redis", "http://127.0.0.1:1", "-"},
+			`enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 		{"bulk blank queue", []string{"bulk", "--queue", " ", "-"}, `enqueue: --queue " ": name a queue` + "\n"},
 	}
 	for _, tc := range cases {
@@ -177,8 +187,6 @@ func TestRedisUnusable(t *testing.T) {
 		{"bulk no Redis", []string{"bulk", "--redis", "", "-"}, "enqueue: no Redis: set --redis or REDIS_URL\n"},
 		{"sms unreachable, password hidden", append(sms, "--redis", "redis://:s3cret@127.0.0.1:1/0"), "enqueue: Redis at redis://:xxxxx@127.0.0.1:1/0 unreachable: dial tcp 127.0.0.1:1: "},
 		{"sms no sentinel", append(sms, "--redis", "redis+sentinel://127.0.0.1:1/0?master_name=mymaster"), `enqueue: Redis at redis+sentinel://127.0.0.1:1/0?master_name=mymaster unreachable: no sentinel gave the address of master "mymaster": sentinel 127.0.0.1:1: dial tcp 127.0.0.1:1: `},
-		{"bulk Sentinel URL without master", []string{"bulk", "--redis", "redis+sentinel://127.0.0.1:1/0", "-"}, `enqueue: --redis "redis+sentinel://127.0.0.1:1/0": no master_name: name the master the sentinels monitor, as in redis+sentinel://127.0.0.1:1/0?master_name=mymaster` + "\n"},
-		{"bulk bad URL", []string{"bulk", "--redis", "http://127.0.0.1:1", "-"}, `enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,6 +206,24 @@ func TestRedisUnusable(t *testing.T) {
 				t.Errorf("stdout = %q, want nothing", r.stdout)
 			}
 		})
+	}
+}
+
+// TestStrayWordEnqueuesNothing: an unquoted body, whose second word stops
+// the flags, exits 2 and enqueues nothing, rather than one task with the
+// first word and --count unread.
+func TestStrayWordEnqueuesNothing(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	q := redistest.Queue(t, rdb)
+	r := enqueue(t, "", "sms", "--redis", redistest.URL(t), "--queue", q, "--tenant", "acme",
+		"--to", "+15551234567", "--body", "hello", "world", "--count", "3")
+	want := result{2, "", `enqueue: unexpected argument "world" (then "--count", "3"): flags go before arguments, and a value with spaces needs quotes: --body "hello world"` + "\n"}
+	if diff := cmp.Diff(want, r, cmp.AllowUnexported(result{})); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+	if keys := redistest.QueueKeys(t, rdb, q); len(keys) > 0 {
+		t.Errorf("queue %s has keys in Redis: %q", q, keys)
 	}
 }
 
