@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,11 @@ func TestUsageErrors(t *testing.T) {
 			`sink: environment variable SLUICE_SINK_WINDOW: parse error` + "\n"},
 		{"bad log format from the environment", nil, map[string]string{"SLUICE_SINK_LOG_FORMAT": "xml"},
 			`sink: --log-format "xml": use text or json` + "\n"},
+		{"argument", []string{"--window", "1s", "now"}, nil, `sink: unexpected argument "now": only flags are taken (see --help)` + "\n"},
+		{"flag after an argument", []string{"--window", "2s", "now", "--log-format", "json"}, nil,
+			`sink: unexpected argument "now" (then "--log-format", "json"): flags go before arguments` + "\n"},
+		{"address without a port", []string{"--addr", "localhost"}, nil,
+			`sink: --addr "localhost": missing port in address: give host:port, such as 127.0.0.1:8080` + "\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { // not parallel: t.Setenv
@@ -37,13 +43,26 @@ func TestUsageErrors(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			var stderr strings.Builder
-			if got, want := run(t.Context(), append(tc.args, "--addr", "127.0.0.1:0"), &stderr), 2; got != want {
+			// A free port should the sink start, unless the case gives an
+			// address: the last --addr wins.
+			args := append([]string{"--addr", "127.0.0.1:0"}, tc.args...)
+			if got, want := run(t.Context(), args, &stderr), 2; got != want {
 				t.Errorf("exit status = %d, want %d", got, want)
 			}
 			if got, want := stderr.String(), tc.want; got != want {
 				t.Errorf("stderr\n got %q\nwant %q", got, want)
 			}
 		})
+	}
+}
+
+// TestHelpExitStatus: --help gives the exit statuses, usage errors' 2
+// among them, and says where the sink listens.
+func TestHelpExitStatus(t *testing.T) {
+	for _, want := range []string{"Exit status: 0 when stopped by SIGINT or SIGTERM; 1 when it cannot listen\nor serve; 2 for a usage error", "loopback only"} {
+		if !strings.Contains(synopsis, want) {
+			t.Errorf("the help does not say %q:\n%s", want, synopsis)
+		}
 	}
 }
 
@@ -59,6 +78,46 @@ func TestAddressInUse(t *testing.T) {
 	}
 	cancel()
 	<-first
+}
+
+// TestDefaultAddress: without --addr the sink listens on loopback port
+// 8080 only. Should the port be taken, the error names the address it
+// tried. Not parallel: it unsets SLUICE_SINK_ADDR.
+func TestDefaultAddress(t *testing.T) {
+	t.Setenv("SLUICE_SINK_ADDR", "") // restored after the test
+	os.Unsetenv("SLUICE_SINK_ADDR")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out, w := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"--log-format", "json"}, w)
+		w.Close()
+	}()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() {
+		t.Fatalf("sink wrote nothing (exit status %d)", <-code)
+	}
+	first := lines.Text()
+	go func() { // keep the pipe flowing
+		for lines.Scan() {
+		}
+	}()
+	var log struct{ Msg, Addr string }
+	if json.Unmarshal([]byte(first), &log) == nil && log.Msg == "sink listening" {
+		if got, want := log.Addr, "127.0.0.1:8080"; got != want {
+			t.Errorf("listening on %s, want %s", got, want)
+		}
+		cancel()
+		if c := <-code; c != 0 {
+			t.Errorf("exit status after the context ended = %d, want 0", c)
+		}
+		return
+	}
+	// Port 8080 is taken on this machine.
+	if c, want := <-code, "sink: listen tcp 127.0.0.1:8080: "; c != 1 || !strings.HasPrefix(first, want) {
+		t.Errorf("exit status %d, first line %q; want it listening on 127.0.0.1:8080, or exit status 1 and a line starting %q", c, first, want)
+	}
 }
 
 // startSink runs the sink on a loopback port with JSON logs until ctx is
