@@ -25,7 +25,18 @@ import (
 	"github.com/sluicehq/sluice/producer"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+// TestMain runs the tests, stops what redistest started, and removes the
+// commands the tests built (binDirs): a run would otherwise leave about
+// 50 MB of binaries in the temporary directory. A directory it cannot
+// remove fails the run.
+func TestMain(m *testing.M) {
+	code := redistest.Main(m)
+	if err := binDirs.removeAll(); err != nil {
+		fmt.Fprintln(os.Stderr, "integration_test:", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
+}
 
 // receipt is one POST the recording provider received, recorded on
 // arrival.
@@ -126,30 +137,6 @@ func (s *smsSink) delivered() map[string]int {
 		got[r.ID]++
 	}
 	return got
-}
-
-// buildWorker and buildEnqueue compile cmd/worker and cmd/enqueue once per
-// test binary.
-var (
-	buildWorker  = buildCommand("worker")
-	buildEnqueue = buildCommand("enqueue")
-)
-
-// buildCommand returns a function that compiles cmd/name the first time it
-// is called, and returns the binary's path.
-func buildCommand(name string) func() (string, error) {
-	return sync.OnceValues(func() (string, error) {
-		dir, err := os.MkdirTemp("", "sluice-"+name+"-bin-")
-		if err != nil {
-			return "", err
-		}
-		bin := filepath.Join(dir, name)
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/sluicehq/sluice/cmd/"+name).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("go build cmd/%s: %v\n%s", name, err, out)
-		}
-		return bin, nil
-	})
 }
 
 // workerProc is one worker process.
