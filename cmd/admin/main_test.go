@@ -212,6 +212,7 @@ func TestUsageErrors(t *testing.T) {
 			`admin usage: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 		{"reset bad URL", []string{"reset", "--redis", "http://127.0.0.1:1", "--policies", path, "--tenant", "acme", "--yes"},
 			`admin reset: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
+		{"throttled no Redis", []string{"throttled", "--redis", ""}, "admin throttled: no Redis: set --redis or REDIS_URL\n"},
 		{"throttled bad URL", []string{"throttled", "--redis", "http://127.0.0.1:1"},
 			`admin throttled: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 		{"usage without tenant", usage, "admin usage: no tenant: set --tenant\n"},
@@ -301,7 +302,6 @@ func TestRedisUnusable(t *testing.T) {
 		{"usage", []string{"usage", "--redis", unreachable, "--policies", path, "--tenant", "acme"}, "admin usage: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
 		{"reset", []string{"reset", "--redis", unreachable, "--policies", path, "--tenant", "acme", "--yes"}, "admin reset: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
 		{"throttled", []string{"throttled", "--redis", "redis://:s3cret@127.0.0.1:1"}, "admin throttled: Redis at redis://:xxxxx@127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
-		{"throttled no Redis", []string{"throttled", "--redis", ""}, "admin throttled: no Redis: set --redis or REDIS_URL\n"},
 		{"usage policies missing", []string{"usage", "--redis", unreachable, "--policies", filepath.Join(t.TempDir(), "none.yaml"), "--tenant", "acme"}, "admin usage: policies: open "},
 	}
 	for _, tc := range cases {

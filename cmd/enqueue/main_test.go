@@ -150,6 +150,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bulk flag after FILE", []string{"bulk", "-", "--redis", unreachable}, `enqueue: unexpected argument "--redis" (then "redis://127.0.0.1:1"): flags go before arguments` + "\n"},
 		{"sms bad URL", []string{"sms", "--redis", "http://127.0.0.1:1", "--tenant", "acme", "--to", "+15551234567", "--body", "hi"},
 			`enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
+		{"bulk no Redis", []string{"bulk", "--redis", "", "-"}, "enqueue: no Redis: set --redis or REDIS_URL\n"},
 		{"bulk bad URL", []string{"bulk", "--redis", "http://127.0.0.1:1", "-"},
 			`enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 		{"bulk blank queue", []string{"bulk", "--queue", " ", "-"}, `enqueue: --queue " ": name a queue` + "\n"},
@@ -184,7 +185,6 @@ func TestRedisUnusable(t *testing.T) {
 	}{
 		{"sms unreachable", append(sms, "--redis", unreachable), "enqueue: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
 		{"bulk unreachable", []string{"bulk", "--redis", unreachable, "-"}, "enqueue: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
-		{"bulk no Redis", []string{"bulk", "--redis", "", "-"}, "enqueue: no Redis: set --redis or REDIS_URL\n"},
 		{"sms unreachable, password hidden", append(sms, "--redis", "redis://:s3cret@127.0.0.1:1/0"), "enqueue: Redis at redis://:xxxxx@127.0.0.1:1/0 unreachable: dial tcp 127.0.0.1:1: "},
 		{"sms no sentinel", append(sms, "--redis", "redis+sentinel://127.0.0.1:1/0?master_name=mymaster"), `enqueue: Redis at redis+sentinel://127.0.0.1:1/0?master_name=mymaster unreachable: no sentinel gave the address of master "mymaster": sentinel 127.0.0.1:1: dial tcp 127.0.0.1:1: `},
 	}

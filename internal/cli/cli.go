@@ -105,32 +105,36 @@ func leftover(fs *flag.FlagSet, args, names []string) error {
 		b.WriteString(")")
 	}
 
-	var hints []string
-	if slices.ContainsFunc(extra, looksLikeFlag) {
-		hints = append(hints, "flags go before arguments")
+	// What was wrong, then, when the word before the leftovers was the
+	// value of a string flag, the likely fix: they are the rest of a
+	// value with spaces.
+	flagsAfter := slices.ContainsFunc(extra, looksLikeFlag)
+	switch {
+	case flagsAfter:
+		b.WriteString(": flags go before arguments")
+	case len(names) == 0:
+		b.WriteString(": only flags are taken")
+	default:
+		b.WriteString(": after the flags, only " + strings.Join(names, " ") + " is taken")
 	}
-	// The word before the first leftover was the value of a string flag:
-	// the rest of a value with spaces, most likely.
+	name, value, isValue := "", "", false
 	if len(names) == 0 {
-		if name, value, ok := lastValue(fs, args[:len(args)-fs.NArg()]); ok {
-			words := []string{value}
-			for _, a := range extra {
-				if looksLikeFlag(a) {
-					break
-				}
-				words = append(words, a)
-			}
-			hints = append(hints, fmt.Sprintf("a value with spaces needs quotes: --%s %q", name, strings.Join(words, " ")))
-		}
+		name, value, isValue = lastValue(fs, args[:len(args)-fs.NArg()])
 	}
-	if len(hints) == 0 {
-		if len(names) == 0 {
-			hints = append(hints, "only flags are taken (see --help)")
-		} else {
-			hints = append(hints, "after the flags, only "+strings.Join(names, " ")+" is taken (see --help)")
+	if !isValue {
+		if !flagsAfter {
+			b.WriteString(" (see --help)")
 		}
+		return usageError{errors.New(b.String())}
 	}
-	b.WriteString(": " + strings.Join(hints, ", and "))
+	words := []string{value}
+	for _, a := range extra {
+		if looksLikeFlag(a) {
+			break
+		}
+		words = append(words, a)
+	}
+	fmt.Fprintf(&b, ", and a value with spaces needs quotes: --%s %q", name, strings.Join(words, " "))
 	return usageError{errors.New(b.String())}
 }
 
