@@ -181,6 +181,7 @@ func TestServerOnDecision(t *testing.T) {
 	srv, err := worker.NewServer(rdb, worker.Config{
 		Policies:                 worker.StaticPolicies(p),
 		SMS:                      sent,
+		Email:                    worker.LogProvider{},
 		Queues:                   map[string]int{q: 1},
 		Prefix:                   prefix,
 		DelayedTaskCheckInterval: serverCheckInterval,

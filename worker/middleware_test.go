@@ -514,6 +514,7 @@ func TestMiddlewareUnthrottledType(t *testing.T) {
 	}{
 		{"no rules at all", "tasks: {}\n"},
 		{"rules for another type", `
+extra_task_types: [push:send]
 tasks:
   email:send:
     - {name: per-hour, scope: tenant, limit: 1, window: 1h}

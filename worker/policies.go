@@ -180,25 +180,27 @@ func (p *Policies) Summary() string {
 	return b.String()
 }
 
-// The shape of the file.
+// The shape of the file. Limits are nodes, read by parseLimit, so that a
+// fraction is refused rather than cut.
 type (
 	policiesFile struct {
-		Margin *string                `yaml:"margin"`
-		Tasks  *map[string][]ruleFile `yaml:"tasks"`
+		Margin         *string                `yaml:"margin"`
+		ExtraTaskTypes []string               `yaml:"extra_task_types"`
+		Tasks          *map[string][]ruleFile `yaml:"tasks"`
 	}
 	ruleFile struct {
 		Name      string                  `yaml:"name"`
 		Scope     string                  `yaml:"scope"`
 		Algorithm string                  `yaml:"algorithm"`
 		Mode      string                  `yaml:"mode"`
-		Limit     int                     `yaml:"limit"`
+		Limit     yaml.Node               `yaml:"limit"`
 		Window    string                  `yaml:"window"`
 		Margin    *string                 `yaml:"margin"`
 		Tenants   map[string]overrideFile `yaml:"tenants"`
 	}
 	overrideFile struct {
-		Limit  *int    `yaml:"limit"`
-		Window *string `yaml:"window"`
+		Limit  yaml.Node `yaml:"limit"`
+		Window *string   `yaml:"window"`
 	}
 )
 
@@ -208,21 +210,36 @@ var (
 	yamlTypeRE = regexp.MustCompile(` (in type|into) [][*A-Za-z0-9_]*\.[][*A-Za-z0-9_.]+$`) // Go type names
 )
 
-// LoadPolicies reads and validates the policies file at path.
-func LoadPolicies(path string) (*Policies, error) {
+// LoadPolicies reads and validates the policies file at path, as
+// ParsePolicies.
+func LoadPolicies(path string, opts ...PolicyOption) (*Policies, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("policies: %w", err)
 	}
-	return ParsePolicies(path, data)
+	return ParsePolicies(path, data, opts...)
 }
 
 // ParsePolicies parses and validates a policies file; source names it in
-// errors. Errors wrap ErrPolicies and name the file, the task type, the rule
-// and the field.
-func ParsePolicies(source string, data []byte) (*Policies, error) {
+// errors. Errors wrap ErrPolicies and name the file, the line or the task
+// type and rule, and the field. A task type that is neither one the reader
+// handles (TaskTypes(), or those of WithTaskTypes) nor listed under the
+// file's extra_task_types is refused: its rules would never apply.
+func ParsePolicies(source string, data []byte, opts ...PolicyOption) (*Policies, error) {
+	o := readOptions(opts)
 	fail := func(format string, args ...any) (*Policies, error) {
 		return nil, fmt.Errorf("%s: %w: %s", source, ErrPolicies, fmt.Sprintf(format, args...))
+	}
+	// First as nodes, to name a misspelled field with its rule and the
+	// valid ones, and to keep the file's order of task types; then into
+	// the file's shape, which checks the kinds of values.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fail("%s", oneLine(err.Error()))
+	}
+	layout, err := checkFields(&doc)
+	if err != nil {
+		return fail("%v", err)
 	}
 	var f policiesFile
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -241,6 +258,11 @@ func ParsePolicies(source string, data []byte) (*Policies, error) {
 		}
 		return fail("%s", oneLine(err.Error()))
 	}
+	for _, t := range f.ExtraTaskTypes {
+		if !taskTypeRE.MatchString(t) {
+			return fail("extra_task_types: %q: use letters, digits and : . _ -", t)
+		}
+	}
 	var margin *time.Duration // the file's, when it sets one
 	if f.Margin != nil {
 		m, err := parseMargin(*f.Margin)
@@ -255,9 +277,13 @@ func ParsePolicies(source string, data []byte) (*Policies, error) {
 		return fail("no tasks: list the rules of each task type under tasks:, or write tasks: {} to throttle nothing")
 	}
 	p := &Policies{source: source, tasks: map[string][]Rule{}}
-	for taskType, rules := range *f.Tasks {
+	for _, taskType := range layout.taskTypes {
+		rules := (*f.Tasks)[taskType]
 		if !taskTypeRE.MatchString(taskType) {
 			return fail("task type %q: use letters, digits and : . _ -", taskType)
+		}
+		if !slices.Contains(o.taskTypes, taskType) && !slices.Contains(f.ExtraTaskTypes, taskType) {
+			return fail("line %d: %v", layout.line[taskType], unknownTaskType(taskType, o.taskTypes, f.ExtraTaskTypes))
 		}
 		seen := map[string]bool{}
 		for i, rf := range rules {
@@ -309,9 +335,13 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 	if err != nil {
 		return r, fmt.Errorf("window: %v", err)
 	}
-	r.Policy = throttle.Policy{Limit: rf.Limit, Window: window, Algorithm: alg}
+	limit, err := parseLimit(&rf.Limit, window)
+	if err != nil {
+		return r, fmt.Errorf("limit: %v", err)
+	}
+	r.Policy = throttle.Policy{Limit: limit, Window: window, Algorithm: alg}
 	if err := r.Policy.Validate(); err != nil {
-		return r, fmt.Errorf("limit %d, window %s: %v", rf.Limit, rf.Window, err)
+		return r, fmt.Errorf("limit %d, window %s: %v", limit, rf.Window, err)
 	}
 	if rf.Margin != nil {
 		if r.Margin, err = parseMargin(*rf.Margin); err != nil {
@@ -334,12 +364,14 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 			return r, fmt.Errorf("tenants: %v", err)
 		}
 		pol := r.Policy
-		if o.Limit != nil {
-			pol.Limit = *o.Limit
-		}
 		if o.Window != nil {
 			if pol.Window, err = parseWindow(*o.Window); err != nil {
 				return r, fmt.Errorf("tenants: %s: window: %v", tenant, err)
+			}
+		}
+		if o.Limit.Kind != 0 { // else the rule's limit
+			if pol.Limit, err = parseLimit(&o.Limit, pol.Window); err != nil {
+				return r, fmt.Errorf("tenants: %s: limit: %v", tenant, err)
 			}
 		}
 		if err := pol.Validate(); err != nil {
@@ -424,15 +456,17 @@ func parseWindow(s string) (time.Duration, error) {
 // use.
 type PolicyFile struct {
 	path string
+	opts []PolicyOption
 	cur  atomic.Pointer[Policies]
 }
 
-// OpenPolicyFile loads the policies file at path.
-func OpenPolicyFile(path string) (*PolicyFile, error) {
+// OpenPolicyFile loads the policies file at path, as LoadPolicies; each
+// Reload reads it with the same options.
+func OpenPolicyFile(path string, opts ...PolicyOption) (*PolicyFile, error) {
 	if path == "" {
 		return nil, fmt.Errorf("policies: %w: no file named", ErrPolicies)
 	}
-	f := &PolicyFile{path: path}
+	f := &PolicyFile{path: path, opts: opts}
 	if err := f.Reload(); err != nil {
 		return nil, err
 	}
@@ -453,7 +487,7 @@ func (f *PolicyFile) Reload() error {
 	if f.path == "" {
 		return nil
 	}
-	p, err := LoadPolicies(f.path)
+	p, err := LoadPolicies(f.path, f.opts...)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ func FuzzParsePolicies(f *testing.F) {
 		"tasks:\n  \"sms/send\": []\n  sms:send: &r [{name: a, scope: tenant, limit: 1, window: 1s}]\n  email:send: *r\n",
 		"margin: -1s\ntasks: {}\n",
 		"tasks: [\n",
+		"tasks:\n  sms:sned:\n    - {name: a, scope: tenant, limit: 4, window: 1s}\n",
+		"extra_task_types: [report:build]\ntasks:\n  report:build: [{name: a, scope: global, limit: 4.0, window: 1s, tenants: {b: {limit: 0.5}}}]\n",
+		"tasks:\n  sms:send:\n    - {name: a, scope: tenant, limit: 4.9, window: 1s, limt: 3}\n  \"x\\ny\":\n    - {limt: 1}\n",
 	} {
 		f.Add([]byte(s))
 	}

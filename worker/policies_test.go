@@ -156,10 +156,20 @@ tasks:
 			"odd":  {Limit: 100, Window: 2 * day},
 			"same": {Limit: 4, Window: time.Second},
 		})}}},
-		{"any well-formed task type", `
+		{"a type of one's own, listed", `
+extra_task_types: [push:send, report:build]
 tasks:
   push:send: [{name: a, scope: tenant, limit: 1, window: 1s}]
 `, map[string][]worker.Rule{"push:send": {rule("a", worker.ScopeTenant, 1, time.Second)}}},
+		{"whole numbers written as floats", `
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: 4.0, window: 1s, tenants: {big: {limit: 1e3}}}]
+`, map[string][]worker.Rule{"sms:send": {withTenants(rule("a", worker.ScopeTenant, 4, time.Second),
+			map[string]throttle.Policy{"big": {Limit: 1000, Window: time.Second}})}}},
+		{"a limit through an alias", `
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: &four 4, window: 1s}, {name: b, scope: global, limit: *four, window: 1s}]
+`, map[string][]worker.Rule{"sms:send": {rule("a", worker.ScopeTenant, 4, time.Second), rule("b", worker.ScopeGlobal, 4, time.Second)}}},
 		{"nothing throttled", "tasks: {}\n", nil},
 		{"a type with an empty list", "tasks:\n  sms:send: []\n", nil},
 	}
@@ -205,14 +215,26 @@ func TestParsePoliciesRejects(t *testing.T) {
 		{"a list at the top", "- tasks\n", []string{"cannot unmarshal"}},
 		{"tasks is not a map", "tasks: 5\n", []string{"line 1", "cannot unmarshal"}},
 		{"rules are not a list", "tasks:\n  sms:send: {name: a}\n", []string{"line 2", "cannot unmarshal"}},
-		{"unknown top-level field", "task:\n  sms:send: []\n", []string{"line 1", "field task not found"}},
+		{"unknown top-level field", "task:\n  sms:send: []\n",
+			[]string{`line 1: unknown field "task" (did you mean tasks?); the file's fields are margin, extra_task_types, tasks`}},
 		{"unknown rule field", "tasks:\n  sms:send:\n    - name: a\n      scope: tenant\n      limt: 4\n      window: 1s\n",
-			[]string{"line 5", "field limt not found"}},
+			[]string{`line 5: sms:send: rule 1 (a): unknown field "limt" (did you mean limit?); a rule's fields are name, scope, limit, window, margin, algorithm, mode, tenants`}},
+		{"unknown rule field, not a slip", rule("name: a, scope: tenant, limit: 1, window: 1s, burst: 3"),
+			[]string{`line 3: sms:send: rule 1 (a): unknown field "burst"; a rule's fields are `}},
+		{"unknown field of a rule without a name", rule("scope: tenant, limit: 1, window: 1s, Scope: global"),
+			[]string{`line 3: sms:send: rule 1: unknown field "Scope" (did you mean scope?)`}},
+		{"unknown field of the second rule", "tasks:\n  email:send:\n    - {name: a, scope: tenant, limit: 1, window: 1s}\n    - {name: b, scope: tenant, limit: 1, windw: 1s}\n",
+			[]string{`line 4: email:send: rule 2 (b): unknown field "windw" (did you mean window?)`}},
 		{"unknown override field", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limt: 2}}"),
-			[]string{"line 3", "field limt not found"}},
-		{"limit not a number", rule("name: a, scope: tenant, limit: four, window: 1s"), []string{"line 3", "`four`", "int"}},
-		{"a value with a line break", rule(`name: a, scope: tenant, limit: "1\n2", window: 1s`), []string{"line 3: cannot unmarshal !!str `1 2`"}},
-		{"a key with a line break", rule(`name: a, scope: tenant, limit: 1, window: 1s, "x\ny": 1`), []string{"line 3: field x y not found"}},
+			[]string{`line 3: sms:send: rule 1 (a): tenants: big: unknown field "limt" (did you mean limit?); an override's fields are limit, window`}},
+		{"limit not a number", rule("name: a, scope: tenant, limit: four, window: 1s"),
+			[]string{`sms:send: rule 1 (a): limit: "four" is not a whole number such as 10`}},
+		{"limit a list", rule("name: a, scope: tenant, limit: [4], window: 1s"),
+			[]string{`sms:send: rule 1 (a): limit: not a number`}},
+		{"a value with a line break", rule(`name: a, scope: tenant, limit: "1\n2", window: 1s`),
+			[]string{`sms:send: rule 1 (a): limit: "1 2" is not a whole number`}},
+		{"a key with a line break", rule(`name: a, scope: tenant, limit: 1, window: 1s, "x\ny": 1`),
+			[]string{`line 3: sms:send: rule 1 (a): unknown field "x\ny"`}},
 		{"a document with a line break", "0\n\n00", []string{"cannot unmarshal !!str `0 00`"}},
 		{"task type twice", "tasks:\n  sms:send: []\n  sms:send: []\n", []string{`"sms:send" already defined`}},
 
@@ -220,6 +242,17 @@ func TestParsePoliciesRejects(t *testing.T) {
 		{"task type with a space", "tasks:\n  sms send:\n    - {name: a, scope: tenant, limit: 1, window: 1s}\n",
 			[]string{`task type "sms send": use letters, digits and : . _ -`}},
 		{"task type with a slash", "tasks:\n  sms/send: []\n", []string{`task type "sms/send"`}},
+		{"misspelled task type", "tasks:\n  sms:send: []\n  sms:sned:\n    - {name: a, scope: tenant, limit: 4, window: 1s}\n",
+			[]string{`line 3: task type "sms:sned" (did you mean sms:send?): no worker handles it, so its rules would never apply; ` +
+				`the known types are email:send, sms:send: list a type of your own under extra_task_types`}},
+		{"a type of one's own, not listed", "tasks:\n  report:build: []\n",
+			[]string{`line 2: task type "report:build": no worker handles it`}},
+		{"a type of one's own, listed as another", "extra_task_types: [report:built]\ntasks:\n  report:build: []\n",
+			[]string{`line 3: task type "report:build" (did you mean report:built?)`, "the known types are email:send, report:built, sms:send"}},
+		{"a task type in capitals", "tasks:\n  SMS:send: []\n", []string{`task type "SMS:send" (did you mean sms:send?)`}},
+		{"extra task types not a list", "extra_task_types: report:build\ntasks: {}\n", []string{"line 1", "cannot unmarshal"}},
+		{"extra task type with a space", "extra_task_types: [report build]\ntasks: {}\n",
+			[]string{`extra_task_types: "report build": use letters, digits and : . _ -`}},
 
 		// Names.
 		{"missing name", rule("scope: tenant, limit: 1, window: 1s"),
@@ -243,7 +276,25 @@ func TestParsePoliciesRejects(t *testing.T) {
 
 		// Limits.
 		{"missing limit", rule("name: a, scope: tenant, window: 1s"),
-			[]string{"sms:send: rule 1 (a): limit 0, window 1s: ", "limit 0 is below 1"}},
+			[]string{"sms:send: rule 1 (a): limit: missing: give how many tasks a window admits, a whole number such as 10"}},
+		{"empty limit", rule("name: a, scope: tenant, limit: , window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit: missing: "}},
+		{"fractional limit", rule("name: a, scope: tenant, limit: 4.9, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit: 4.9 is not a whole number: a window admits whole tasks; write 4 or 5"}},
+		{"limit below one", rule("name: a, scope: tenant, limit: 0.5, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit: 0.5 is less than one task a window: a window admits whole tasks; " +
+				"for one task every 2s, write limit: 1 and window: 2s"}},
+		{"negative fractional limit", rule("name: a, scope: tenant, limit: -0.5, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit: -0.5 is not a whole number of at least 1"}},
+		{"limit beyond an int", rule("name: a, scope: tenant, limit: 99999999999999999999, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit: 99999999999999999999 is"}},
+		{"limit not a finite number", rule("name: a, scope: tenant, limit: .inf, window: 1s"),
+			[]string{`sms:send: rule 1 (a): limit: ".inf" is not a whole number`}},
+		{"override with a fractional limit", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limit: 8.5}}"),
+			[]string{"sms:send: rule 1 (a): tenants: big: limit: 8.5 is not a whole number: a window admits whole tasks; write 8 or 9"}},
+		{"override with a limit below one", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {slow: {limit: 0.25, window: 1m}}"),
+			[]string{"sms:send: rule 1 (a): tenants: slow: limit: 0.25 is less than one task a window: a window admits whole tasks; " +
+				"for one task every 4m0s, write limit: 1 and window: 4m0s"}},
 		{"zero limit", rule("name: a, scope: tenant, limit: 0, window: 1s"),
 			[]string{"sms:send: rule 1 (a): limit 0, window 1s: ", "limit 0 is below 1"}},
 		{"negative limit", rule("name: a, scope: tenant, limit: -3, window: 1s"),
@@ -280,7 +331,7 @@ func TestParsePoliciesRejects(t *testing.T) {
 		{"unknown mode", rule("name: a, scope: tenant, mode: dry-run, limit: 1, window: 1s"),
 			[]string{`sms:send: rule 1 (a): mode: "dry-run" must be "enforce" (the default) or "shadow"`}},
 		{"mode in an override", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {mode: shadow}}"),
-			[]string{"line 3", "field mode not found"}},
+			[]string{"line 3", `tenants: big: unknown field "mode"; an override's fields are limit, window`}},
 
 		// Algorithms.
 		{"unknown algorithm", rule("name: a, scope: tenant, algorithm: leaky-bucket, limit: 1, window: 1s"),
@@ -290,7 +341,7 @@ func TestParsePoliciesRejects(t *testing.T) {
 		{"algorithm not a string", rule("name: a, scope: tenant, algorithm: [gcra], limit: 1, window: 1s"),
 			[]string{"line 3", "cannot unmarshal"}},
 		{"algorithm in an override", rule("name: a, scope: tenant, algorithm: gcra, limit: 1, window: 1s, tenants: {big: {algorithm: fixed-window}}"),
-			[]string{"line 3", "field algorithm not found"}},
+			[]string{"line 3", `tenants: big: unknown field "algorithm"`}},
 		{"limit above the maximum of a counter", rule("name: a, scope: tenant, algorithm: gcra, limit: 10000001, window: 1s"),
 			[]string{"sms:send: rule 1 (a): limit 10000001, window 1s: ", "above the maximum of 10000000 for gcra"}},
 		{"override above the maximum of the log", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limit: 200000}}"),
@@ -541,6 +592,7 @@ tasks:
   email:send:
     - {name: a, scope: tenant, limit: 1, window: 1s}
     - {name: b, scope: tenant, limit: 1, window: 1s}
+extra_task_types: [sms:send:a]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -742,6 +794,8 @@ func TestPolicyFileReload(t *testing.T) {
 		{"good file", policiesWithLimit(7), "", 7},
 		{"invalid file", policiesWithLimit(0), "limit 0 is below 1", 7},
 		{"not YAML", "tasks: [", "yaml:", 7},
+		{"a misspelled task type", strings.Replace(policiesWithLimit(8), "sms:send", "sms:sned", 1), `task type "sms:sned" (did you mean sms:send?)`, 7},
+		{"a fractional limit", strings.Replace(policiesWithLimit(8), "limit: 8", "limit: 8.5", 1), "8.5 is not a whole number", 7},
 		{"missing file", "", "no such file", 7},
 		{"good again", policiesWithLimit(9), "", 9},
 	}
@@ -833,6 +887,64 @@ func TestPolicyFileReloadConcurrent(t *testing.T) {
 
 // TestOpenPolicyFileErrors: a file that does not load is an error, not an
 // empty PolicyFile.
+// TestWithTaskTypes: a program that handles task types of its own names
+// them; the file may then name those, and those of its extra_task_types,
+// and no others, on the first read and on every reload.
+func TestWithTaskTypes(t *testing.T) {
+	t.Parallel()
+	own := worker.WithTaskTypes("report:build", "push:send")
+	cases := []struct {
+		name    string
+		yaml    string
+		opts    []worker.PolicyOption
+		wantErr string // "" for success
+	}{
+		{"own types", "tasks:\n  report:build: [{name: a, scope: global, limit: 1, window: 1s}]\n", []worker.PolicyOption{own}, ""},
+		{"own types replace Sluice's", "tasks:\n  sms:send: []\n", []worker.PolicyOption{own},
+			`task type "sms:send": no worker handles it, so its rules would never apply; the known types are push:send, report:build: `},
+		{"the file adds to them", "extra_task_types: [sms:send]\ntasks:\n  sms:send: []\n", []worker.PolicyOption{own}, ""},
+		{"the last option wins", "tasks:\n  push:send: []\n", []worker.PolicyOption{own, worker.WithTaskTypes("report:build")},
+			`task type "push:send": no worker handles it`},
+		{"none handled", "tasks:\n  sms:send: []\n", []worker.PolicyOption{worker.WithTaskTypes()}, `task type "sms:send"`},
+		{"default", "tasks:\n  report:build: []\n", nil, "the known types are email:send, sms:send: "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "policies.yaml")
+			writeFile(t, path, tc.yaml)
+			for _, read := range []struct {
+				how string
+				err func() error
+			}{
+				{"ParsePolicies", func() error { _, err := worker.ParsePolicies(path, []byte(tc.yaml), tc.opts...); return err }},
+				{"LoadPolicies", func() error { _, err := worker.LoadPolicies(path, tc.opts...); return err }},
+				{"OpenPolicyFile", func() error { _, err := worker.OpenPolicyFile(path, tc.opts...); return err }},
+			} {
+				err := read.err()
+				switch {
+				case tc.wantErr == "" && err != nil:
+					t.Errorf("%s: %v", read.how, err)
+				case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+					t.Errorf("%s: error %v, want one containing %q", read.how, err, tc.wantErr)
+				}
+			}
+		})
+	}
+
+	// A reload reads the file with the options it was opened with.
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeFile(t, path, "tasks:\n  report:build: []\n")
+	f, err := worker.OpenPolicyFile(path, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, "tasks:\n  report:biuld: []\n")
+	if err := f.Reload(); err == nil || !strings.Contains(err.Error(), `task type "report:biuld" (did you mean report:build?)`) {
+		t.Errorf("Reload of a misspelled own type: %v, want it refused", err)
+	}
+}
+
 func TestOpenPolicyFileErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -62,7 +62,8 @@ func (p LogProvider) SendEmail(ctx context.Context, m Message[producer.Email]) e
 // and email:send tasks through email. A malformed payload, a task type it
 // does not know, or a type with no provider is archived with a clear error,
 // never retried; so is a payload larger than producer.MaxPayload, which is
-// not decoded.
+// not decoded. A nil provider is for a server whose queues never hold that
+// type's tasks; NewServer refuses one.
 func Handler(sms SMSProvider, email EmailProvider) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		id, _ := asynq.GetTaskID(ctx)

@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -19,8 +20,11 @@ type Config struct {
 	// Policies are the rules the worker enforces; required.
 	Policies *PolicyFile
 
-	// SMS and Email send the tasks; a task whose provider is nil is
-	// archived.
+	// SMS and Email send the tasks; both are required. NewServer refuses
+	// a nil provider: the worker fetches both task types from its queues,
+	// and without a provider it could only archive the tasks of that type.
+	// To send nothing of a type, give a provider that fails; to see what
+	// would be sent, LogProvider.
 	SMS   SMSProvider
 	Email EmailProvider
 
@@ -128,6 +132,12 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if cfg.Policies == nil || cfg.Policies.Current() == nil {
 		return nil, errors.New("worker: no policies")
 	}
+	if cfg.SMS == nil {
+		return nil, fmt.Errorf("worker: no SMS provider (Config.SMS): the worker would archive every %s task unsent", producer.TypeSMS)
+	}
+	if cfg.Email == nil {
+		return nil, fmt.Errorf("worker: no email provider (Config.Email): the worker would archive every %s task unsent", producer.TypeEmail)
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -163,10 +173,8 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		answers = append(answers, a.ObserveProvider)
 	}
 	sms, email := cfg.SMS, cfg.Email
-	if len(answers) > 0 && sms != nil {
+	if len(answers) > 0 {
 		sms = observedSMS{p: sms, answers: answers}
-	}
-	if len(answers) > 0 && email != nil {
 		email = observedEmail{p: email, answers: answers}
 	}
 	if cfg.OnDecision != nil {
@@ -254,6 +262,20 @@ func (s *Server) Run(ctx context.Context) error {
 	s.throttle.Stop()
 	s.srv.Shutdown()
 	return nil
+}
+
+// Unthrottled returns the task types the server handles (TaskTypes) that
+// the policies in force have no rules for, in name order: their tasks go
+// to their provider without asking the limiter. The worker command warns
+// of each as it starts.
+func (s *Server) Unthrottled() []string {
+	var out []string
+	for _, t := range TaskTypes() {
+		if len(s.policies.Current().Rules(t)) == 0 {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Ready reports whether the server can work: nil when Redis answers a

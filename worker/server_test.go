@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +52,7 @@ func TestServerErrorHandler(t *testing.T) {
 	srv, err := worker.NewServer(rdb, worker.Config{
 		Policies:                 worker.StaticPolicies(p),
 		SMS:                      sent,
+		Email:                    worker.LogProvider{},
 		Queues:                   map[string]int{q: 1},
 		Prefix:                   prefix,
 		MaxHold:                  -1,
@@ -104,6 +108,79 @@ func TestServerErrorHandler(t *testing.T) {
 	for _, want := range []string{`"msg":"task throttled"`, `"msg":"task archived"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the worker's own log has no %s:\n%s", want, logs.String())
+		}
+	}
+}
+
+// TestNewServerRefuses: a server that could only archive a task type's
+// tasks, or has nothing to enforce, is refused with an error that names
+// what is missing.
+func TestNewServerRefuses(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := worker.Config{Policies: worker.StaticPolicies(p), SMS: worker.LogProvider{}, Email: worker.LogProvider{}}
+	cases := []struct {
+		name   string
+		change func(*worker.Config)
+		want   string
+	}{
+		{"no SMS provider", func(c *worker.Config) { c.SMS = nil }, "worker: no SMS provider (Config.SMS): the worker would archive every sms:send task unsent"},
+		{"no email provider", func(c *worker.Config) { c.Email = nil }, "worker: no email provider (Config.Email): the worker would archive every email:send task unsent"},
+		{"no policies", func(c *worker.Config) { c.Policies = nil }, "worker: no policies"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := good
+			tc.change(&cfg)
+			srv, err := worker.NewServer(rdb, cfg)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("NewServer = %v, %v; want the error %q", srv, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestServerUnthrottled: Unthrottled lists the task types the server
+// handles that the policies in force leave unthrottled, after a reload too.
+func TestServerUnthrottled(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	both := perHour + "  email:send:\n    - {name: per-day, scope: tenant, limit: 1, window: 24h}\n"
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	steps := []struct {
+		name     string
+		policies string
+		want     []string
+	}{
+		{"email unthrottled", perHour, []string{"email:send"}},
+		{"both throttled", both, nil},
+		{"nothing throttled", "tasks: {}\n", []string{"email:send", "sms:send"}},
+	}
+	if err := os.WriteFile(path, []byte(steps[0].policies), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := worker.OpenPolicyFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := worker.NewServer(rdb, worker.Config{Policies: f, SMS: worker.LogProvider{}, Email: worker.LogProvider{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range steps {
+		if err := os.WriteFile(path, []byte(step.policies), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.Unthrottled(); !slices.Equal(got, step.want) {
+			t.Errorf("%s: Unthrottled() = %q, want %q", step.name, got, step.want)
 		}
 	}
 }

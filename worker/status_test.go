@@ -279,6 +279,7 @@ func TestStatusPage(t *testing.T) {
 	srv, err := worker.NewServer(rdb, worker.Config{
 		Policies:                 policies,
 		SMS:                      sent,
+		Email:                    worker.LogProvider{},
 		Queues:                   map[string]int{q: 1},
 		Prefix:                   prefix,
 		MaxHold:                  -1, // the denied go to the retry set

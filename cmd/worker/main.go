@@ -47,6 +47,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -57,7 +58,16 @@ usage: worker --redis URL --policies FILE [--sms-webhook URL]
 
 Runs a Sluice worker: each task asks the limiter for every rule of the
 policies file that applies to it, and a denied task comes back when a slot
-frees. Every flag can also be set from the environment variable shown.
+frees. A flag shown with a variable can also be set from the environment.
+
+The worker fetches SMS and email tasks alike from its queues, so it needs
+a provider for each: --sms-webhook or --sms-log, and --smtp-addr or
+--email-log. Without one it does not start (exit 2), rather than archive
+that type's tasks unsent.
+
+Exit status: 0 after a clean shutdown; 1 when Redis, the policies file or
+the worker failed; 2 for a usage error (a bad flag or value, an argument
+left over after the flags, a bad --redis URL, a missing provider).
 
 With --demo it needs nothing but Go: it runs its own Redis unless --redis is
 set, sends a burst of SMS for three tenants through built-in policies, and
@@ -189,7 +199,7 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "worker: %s needs --sms-webhook (SLUICE_SMS_WEBHOOK)\n", envSMSWebhookToken)
 		return 2
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := cli.JSONLogger(os.Stderr, level)
 	var smtpProvider *worker.SMTP
 	switch {
 	case *smtpAddr != "" && *emailLog:
@@ -206,8 +216,24 @@ func run(ctx context.Context, args []string) int {
 		return 2
 	}
 
+	if webhook == nil && !*smsLog {
+		fmt.Fprintf(os.Stderr, "worker: no SMS provider: set --sms-webhook URL (SLUICE_SMS_WEBHOOK), or --sms-log to log SMS instead; "+
+			"without one the worker would archive every %s task unsent\n", producer.TypeSMS)
+		return 2
+	}
+	if smtpProvider == nil && !*emailLog {
+		fmt.Fprintf(os.Stderr, "worker: no email provider: set --smtp-addr HOST:PORT (SLUICE_SMTP_ADDR), or --email-log to log email instead; "+
+			"without one the worker would archive every %s task unsent\n", producer.TypeEmail)
+		return 2
+	}
+
+	// fail reports err and returns its exit status: 2 for the user's
+	// mistake in a flag (a bad --redis URL), 1 otherwise.
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "worker:", err)
+		if errors.Is(err, cli.ErrUsage) {
+			return 2
+		}
 		return 1
 	}
 	if *policiesPath == "" {
@@ -280,6 +306,7 @@ func run(ctx context.Context, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	var opsServer *http.Server
 	if ops != nil {
 		status, err := worker.StatusPage(rdb, worker.StatusConfig{
 			Policies: policies,
@@ -294,13 +321,26 @@ func run(ctx context.Context, args []string) int {
 		if err != nil {
 			return fail(err)
 		}
-		hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		opsServer = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		defer opsServer.Close()
+	}
+
+	// The first line says what the worker enforces; a warning for each
+	// task type left unthrottled, the operations server and the SIGHUP
+	// reloads follow it.
+	logger.Info("worker started", "redis", cli.DescribeRedis(*redisURL), "enforces", policies.Current().Summary(),
+		"sms", providerName(webhook), "email", emailProviderName(smtpProvider),
+		"concurrency", *concurrency, "queues", *queues, "max_hold", *maxHold, "provider_hold", *providerHold,
+		"decision_timeout", *decisionTimeout, "fail_open", *failOpen, "metrics_addr", *metricsAddr)
+	for _, t := range srv.Unthrottled() {
+		logger.Warn("task type runs unthrottled: the policies have no rules for it", "task_type", t)
+	}
+	if opsServer != nil {
 		go func() {
-			if err := hs.Serve(ops); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := opsServer.Serve(ops); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("operations server stopped", "err", err)
 			}
 		}()
-		defer hs.Close()
 		logger.Info("operations server listening", "addr", ops.Addr().String(),
 			"endpoints", "/metrics /healthz /readyz /")
 	}
@@ -318,11 +358,6 @@ func run(ctx context.Context, args []string) int {
 		}
 	}()
 
-	logger.Info("worker started", "redis", cli.DescribeRedis(*redisURL), "enforces", policies.Current().Summary(),
-		"unthrottled", "task types without rules run unthrottled",
-		"sms", providerName(webhook, *smsLog), "email", emailProviderName(smtpProvider, *emailLog),
-		"concurrency", *concurrency, "queues", *queues, "max_hold", *maxHold, "provider_hold", *providerHold,
-		"decision_timeout", *decisionTimeout, "fail_open", *failOpen)
 	if err := srv.Run(ctx); err != nil {
 		return fail(err)
 	}
@@ -363,22 +398,21 @@ func runDemo(ctx context.Context, redisURL, policiesPath string, tasks int, leve
 }
 
 // providerName names the SMS provider for the log, the webhook's URL
-// redacted.
-func providerName(webhook *worker.Webhook, log bool) string {
-	switch {
-	case webhook != nil:
+// redacted: the webhook when there is one, else the log (the worker does
+// not start without either).
+func providerName(webhook *worker.Webhook) string {
+	if webhook != nil {
 		return webhook.String()
-	case log:
-		return "log"
 	}
-	return "none (tasks archived)"
+	return "log"
 }
 
-func emailProviderName(smtp *worker.SMTP, log bool) string {
+// emailProviderName names the email provider for the log, as providerName.
+func emailProviderName(smtp *worker.SMTP) string {
 	if smtp != nil {
 		return fmt.Sprintf("smtp %s (STARTTLS %s)", smtp.Addr, smtp.StartTLS)
 	}
-	return providerName(nil, log)
+	return "log"
 }
 
 // parseQueues reads "name=prio,name=prio".

@@ -132,9 +132,19 @@ func TestStartupErrors(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "nope.yaml")
 	badYAML := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(badYAML, []byte("tasks: [\n"), 0o644); err != nil {
-		t.Fatal(err)
+	misspelled := filepath.Join(dir, "misspelled.yaml")
+	fractional := filepath.Join(dir, "fractional.yaml")
+	for path, text := range map[string]string{
+		badYAML:    "tasks: [\n",
+		misspelled: "tasks:\n  sms:send: []\n  sms:sned:\n    - {name: a, scope: tenant, limit: 4, window: 1s}\n",
+		fractional: "tasks:\n  sms:send:\n    - {name: a, scope: tenant, limit: 4.9, window: 1s}\n",
+	} {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
+	// logs are the providers' flags of a worker that gets past them.
+	logs := []string{"--sms-log", "--email-log"}
 	cases := []struct {
 		name string
 		args []string
@@ -144,20 +154,32 @@ func TestStartupErrors(t *testing.T) {
 		{"bad flag", []string{"--nope"}, 2, "worker: flag provided but not defined: -nope\n"},
 		{"bad flag value", []string{"--concurrency", "many"}, 2, `worker: invalid value "many" for flag -concurrency: parse error` + "\n"},
 		{"bad log level", []string{"--log-level", "loud"}, 2, `worker: --log-level "loud": use debug, info, warn or error` + "\n"},
-		{"no policies", []string{"--redis", unreachable}, 2, "worker: no policies: set --policies or SLUICE_POLICIES\n"},
-		{"missing policies file", []string{"--redis", unreachable, "--policies", missing}, 1, "worker: policies: open " + missing + ": no such file or directory\n"},
-		{"policies file is a directory", []string{"--redis", unreachable, "--policies", dir}, 1, "worker: policies: read " + dir + ": is a directory\n"},
-		{"policies not YAML", []string{"--redis", unreachable, "--policies", badYAML}, 1, "worker: " + badYAML + ": "},
-		{"bad queues", []string{"--redis", unreachable, "--policies", policies, "--queues", "a=x"}, 2, "worker: "},
+		{"no SMS provider", []string{"--redis", unreachable, "--policies", policies, "--email-log"}, 2,
+			"worker: no SMS provider: set --sms-webhook URL (SLUICE_SMS_WEBHOOK), or --sms-log to log SMS instead; without one the worker would archive every sms:send task unsent\n"},
+		{"no email provider", []string{"--redis", unreachable, "--policies", policies, "--sms-webhook", "http://127.0.0.1:1/sms"}, 2,
+			"worker: no email provider: set --smtp-addr HOST:PORT (SLUICE_SMTP_ADDR), or --email-log to log email instead; without one the worker would archive every email:send task unsent\n"},
+		{"no provider at all", []string{"--redis", unreachable, "--policies", policies}, 2, "worker: no SMS provider: "},
+		{"an argument left over", append([]string{"--redis", unreachable, "--policies", policies, "extra"}, logs...), 2, `worker: unexpected argument "extra"`},
+		{"a flag after an argument", append([]string{"--redis", unreachable, "--policies", policies, "extra", "--concurrency", "3"}, logs...), 2, `worker: unexpected argument "extra" (then "--concurrency", "3", `},
+		{"no policies", append([]string{"--redis", unreachable}, logs...), 2, "worker: no policies: set --policies or SLUICE_POLICIES\n"},
+		{"missing policies file", append([]string{"--redis", unreachable, "--policies", missing}, logs...), 1, "worker: policies: open " + missing + ": no such file or directory\n"},
+		{"policies file is a directory", append([]string{"--redis", unreachable, "--policies", dir}, logs...), 1, "worker: policies: read " + dir + ": is a directory\n"},
+		{"policies not YAML", append([]string{"--redis", unreachable, "--policies", badYAML}, logs...), 1, "worker: " + badYAML + ": "},
+		{"policies with a misspelled task type", append([]string{"--redis", unreachable, "--policies", misspelled}, logs...), 1,
+			"worker: " + misspelled + `: invalid policies: line 3: task type "sms:sned" (did you mean sms:send?): no worker handles it, so its rules would never apply; ` +
+				"the known types are email:send, sms:send: list a type of your own under extra_task_types\n"},
+		{"policies with a fractional limit", append([]string{"--redis", unreachable, "--policies", fractional}, logs...), 1,
+			"worker: " + fractional + ": invalid policies: sms:send: rule 1 (a): limit: 4.9 is not a whole number: a window admits whole tasks; write 4 or 5\n"},
+		{"bad queues", append([]string{"--redis", unreachable, "--policies", policies, "--queues", "a=x"}, logs...), 2, "worker: "},
 		{"zero check interval", []string{"--check-interval", "0s"}, 2, "worker: --check-interval 0s: must be more than 0\n"},
 		{"no concurrency", []string{"--concurrency", "0"}, 2, "worker: --concurrency 0: must be at least 1\n"},
 		{"bad provider hold", []string{"--provider-hold", "everyone"}, 2, `worker: --provider-hold "everyone": use account or tenant` + "\n"},
 		{"two SMS providers", []string{"--sms-log", "--sms-webhook", "http://127.0.0.1:1"}, 2, "worker: --sms-webhook and --sms-log both choose the SMS provider; give one\n"},
-		{"no Redis", []string{"--policies", policies}, 1, "worker: no Redis: set --redis or REDIS_URL\n"},
-		{"bad Redis URL", []string{"--policies", policies, "--redis", "http://127.0.0.1:1"}, 1, `worker: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
-		{"unreachable Redis", []string{"--policies", policies, "--redis", unreachable}, 1, "worker: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
-		{"Sentinel URL without master", []string{"--policies", policies, "--redis", "redis+sentinel://127.0.0.1:1/0"}, 1, `worker: --redis "redis+sentinel://127.0.0.1:1/0": no master_name: name the master the sentinels monitor, as in redis+sentinel://127.0.0.1:1/0?master_name=mymaster` + "\n"},
-		{"unreachable cluster", []string{"--policies", policies, "--redis", "redis+cluster://:s3cret@127.0.0.1:1"}, 1, "worker: Redis at redis+cluster://:xxxxx@127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
+		{"no Redis", append([]string{"--policies", policies}, logs...), 2, "worker: no Redis: set --redis or REDIS_URL\n"},
+		{"bad Redis URL", append([]string{"--policies", policies, "--redis", "http://127.0.0.1:1"}, logs...), 2, `worker: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
+		{"unreachable Redis", append([]string{"--policies", policies, "--redis", unreachable}, logs...), 1, "worker: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
+		{"Sentinel URL without master", append([]string{"--policies", policies, "--redis", "redis+sentinel://127.0.0.1:1/0"}, logs...), 2, `worker: --redis "redis+sentinel://127.0.0.1:1/0": no master_name: name the master the sentinels monitor, as in redis+sentinel://127.0.0.1:1/0?master_name=mymaster` + "\n"},
+		{"unreachable cluster", append([]string{"--policies", policies, "--redis", "redis+cluster://:s3cret@127.0.0.1:1"}, logs...), 1, "worker: Redis Cluster at redis+cluster://:xxxxx@127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

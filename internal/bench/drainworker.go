@@ -82,6 +82,7 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 		srv, err := worker.NewServer(rdb, worker.Config{
 			Policies:        worker.StaticPolicies(policies),
 			SMS:             sms,
+			Email:           worker.LogProvider{Logger: logger}, // the drain enqueues none
 			Concurrency:     spec.Concurrency,
 			Queues:          map[string]int{spec.Queue: 1},
 			Prefix:          spec.Prefix,

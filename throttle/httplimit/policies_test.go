@@ -16,6 +16,7 @@ import (
 )
 
 const apiPolicies = `
+extra_task_types: [http:api]
 tasks:
   http:api:
     - name: tenant

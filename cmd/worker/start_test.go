@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestStartLines: the first log line says what the worker enforces, with
+// durations written as Go writes them, whether or not the operations server
+// runs; a warning for each task type left unthrottled follows it, once; the
+// operations server's line comes after.
+func TestStartLines(t *testing.T) {
+	t.Parallel()
+	policies := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(policies, []byte("tasks:\n  sms:send:\n    - {name: per-second, scope: tenant, limit: 4, window: 1s}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := redistest.URL(t)
+	cases := []struct {
+		name string
+		args []string
+		last string // the message of the last line to read
+	}{
+		{"plain", nil, "task type runs unthrottled: the policies have no rules for it"},
+		{"with the operations server", []string{"--metrics-addr", "127.0.0.1:0"}, "operations server listening"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			args := append([]string{"--redis", url, "--policies", policies, "--sms-log", "--email-log",
+				"--queues", redistest.Queue(t, redistest.Client(t)) + "=1", "--max-hold", "1500ms"}, tc.args...)
+			cmd := command(ctx, nil, args...)
+			pipe, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			type line struct {
+				Msg, Enforces, TaskType, MaxHold, DecisionTimeout string
+				raw                                               string
+			}
+			var lines []line
+			scan := bufio.NewScanner(pipe)
+			for scan.Scan() {
+				var l struct {
+					Msg             string `json:"msg"`
+					Enforces        string `json:"enforces"`
+					TaskType        string `json:"task_type"`
+					MaxHold         any    `json:"max_hold"`
+					DecisionTimeout any    `json:"decision_timeout"`
+				}
+				if err := json.Unmarshal(scan.Bytes(), &l); err != nil {
+					t.Fatalf("log line %q: %v", scan.Text(), err)
+				}
+				hold, _ := l.MaxHold.(string)
+				timeout, _ := l.DecisionTimeout.(string)
+				lines = append(lines, line{l.Msg, l.Enforces, l.TaskType, hold, timeout, scan.Text()})
+				if l.Msg == tc.last {
+					break
+				}
+			}
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			go func() { _, _ = io.Copy(io.Discard, pipe) }()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("worker: %v", err)
+			}
+			var msgs []string
+			for _, l := range lines {
+				msgs = append(msgs, l.Msg)
+			}
+			want := []string{"worker started", "task type runs unthrottled: the policies have no rules for it"}
+			if tc.last != want[1] {
+				want = append(want, tc.last)
+			}
+			if !slices.Equal(msgs, want) {
+				t.Fatalf("log messages %q, want %q", msgs, want)
+			}
+			first := lines[0]
+			if first.Enforces != "sms:send: per-second 4/1s per tenant" || first.MaxHold != "1.5s" || first.DecisionTimeout != "1s" {
+				t.Errorf("first line %s: want enforces %q, max_hold \"1.5s\", decision_timeout \"1s\"", first.raw, "sms:send: per-second 4/1s per tenant")
+			}
+			if lines[1].TaskType != "email:send" {
+				t.Errorf("warning %s: want task_type email:send", lines[1].raw)
+			}
+			if strings.Contains(first.raw, "unthrottled") {
+				t.Errorf("first line %s still says that types without rules run unthrottled; the warning says which", first.raw)
+			}
+		})
+	}
+}
