@@ -59,6 +59,9 @@ func Connect(ctx context.Context, rawURL string) (redis.UniversalClient, error) 
 		if perr, ok := errors.AsType[*protocolError](err); ok {
 			return nil, fmt.Errorf("%s: %v", what, perr)
 		}
+		if se, ok := errors.AsType[sentinelErrors](err); ok && !se.allUnreachable() {
+			return nil, fmt.Errorf("%s: %v", what, err) // a sentinel answered
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s unreachable: %v", what, err)
 		}
@@ -226,3 +229,14 @@ func (e sentinelErrors) Error() string {
 }
 
 func (e sentinelErrors) Unwrap() []error { return e }
+
+// allUnreachable reports whether no sentinel answered: each error is one of
+// a dial or a wait.
+func (e sentinelErrors) allUnreachable() bool {
+	for _, err := range e {
+		if !unreachable(err) {
+			return false
+		}
+	}
+	return true
+}

@@ -40,7 +40,7 @@ func TestConnectSentinel(t *testing.T) {
 
 	url := "redis+sentinel://" + sentinels[0] + "/0?master_name=other"
 	_, err = Connect(ctx, url)
-	want := fmt.Sprintf(`Redis at %s unreachable: no sentinel gave the address of master "other": sentinel %s monitors no master named "other"`, url, sentinels[0])
+	want := fmt.Sprintf(`Redis at %s: no sentinel gave the address of master "other": sentinel %s monitors no master named "other"`, url, sentinels[0])
 	if err == nil || err.Error() != want {
 		t.Errorf("Connect with an unknown master = %v, want %q", err, want)
 	}
