@@ -147,11 +147,17 @@ type workerProc struct {
 	err  error           // its exit status, once done
 }
 
+// startWorkers starts n worker processes with args. The tests send SMS
+// only: a worker whose args choose no email provider logs email
+// (--email-log), since a worker without one does not start.
 func startWorkers(t *testing.T, n int, args ...string) []*workerProc {
 	t.Helper()
 	bin, err := buildWorker()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Contains(args, "--email-log") && !slices.Contains(args, "--smtp-addr") {
+		args = append(slices.Clip(args), "--email-log")
 	}
 	procs := make([]*workerProc, n)
 	for i := range procs {

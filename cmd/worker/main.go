@@ -231,10 +231,7 @@ func run(ctx context.Context, args []string) int {
 	// mistake in a flag (a bad --redis URL), 1 otherwise.
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "worker:", err)
-		if errors.Is(err, cli.ErrUsage) {
-			return 2
-		}
-		return 1
+		return cli.ExitStatus(err)
 	}
 	if *policiesPath == "" {
 		fmt.Fprintln(os.Stderr, "worker: no policies: set --policies or SLUICE_POLICIES")

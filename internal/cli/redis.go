@@ -71,11 +71,11 @@ func RedisClient(rawURL string) (redis.UniversalClient, error) {
 func redisURL(rawURL string) (redisConfig, error) {
 	redis.SetLogger(quiet{})
 	if rawURL == "" {
-		return redisConfig{}, urlError{errors.New("no Redis: set --redis or REDIS_URL")}
+		return redisConfig{}, usageError{errors.New("no Redis: set --redis or REDIS_URL")}
 	}
 	cfg, err := parseRedisURL(rawURL)
 	if err != nil {
-		return redisConfig{}, urlError{fmt.Errorf("--redis %q: %v", RedactURL(rawURL), err)}
+		return redisConfig{}, usageError{fmt.Errorf("--redis %q: %v", RedactURL(rawURL), err)}
 	}
 	if tc := cfg.tlsConfig(); tc != nil {
 		if file := os.Getenv(RedisCAFileEnv); file != "" {
@@ -86,14 +86,6 @@ func redisURL(rawURL string) (redisConfig, error) {
 	}
 	return cfg, nil
 }
-
-// urlError is the error of a Redis URL that is missing or cannot be read:
-// the user's mistake, so it matches ErrUsage as well as the error it
-// holds, and reads as that error.
-type urlError struct{ err error }
-
-func (e urlError) Error() string   { return e.err.Error() }
-func (e urlError) Unwrap() []error { return []error{e.err, ErrUsage} }
 
 // readCAs returns a pool of the CA certificates in the PEM file at path.
 func readCAs(path string) (*x509.CertPool, error) {
