@@ -69,6 +69,12 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintf(stderr, "enqueue: --queue %q: name a queue\n", *queue)
 		return 2
 	}
+	// The URL before the file: a bad one is refused even when the file
+	// gives nothing to enqueue.
+	if err := cli.CheckRedisURL(*redisURL); err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return cli.ExitStatus(err)
+	}
 	in := stdin
 	if path := fs.Arg(0); path != "-" {
 		f, err := os.Open(path)

@@ -127,6 +127,10 @@ func TestHelp(t *testing.T) {
 // cannot be read).
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
+	invalid := filepath.Join(t.TempDir(), "invalid.jsonl")
+	if err := os.WriteFile(invalid, []byte(`{"type":"fax"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -154,6 +158,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bulk bad URL", []string{"bulk", "--redis", "http://127.0.0.1:1", "-"},
 			`enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 		{"bulk blank queue", []string{"bulk", "--queue", " ", "-"}, `enqueue: --queue " ": name a queue` + "\n"},
+		{"bulk bad URL, nothing to enqueue", []string{"bulk", "--redis", "http://127.0.0.1:1", invalid},
+			`enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

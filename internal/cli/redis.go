@@ -66,6 +66,14 @@ func RedisClient(rawURL string) (redis.UniversalClient, error) {
 	return cfg.client(), nil
 }
 
+// CheckRedisURL returns the error RedisClient would for rawURL, without
+// making a client: for a command to refuse a bad --redis before it does
+// anything else, such as read a file. It matches ErrUsage.
+func CheckRedisURL(rawURL string) error {
+	_, err := redisURL(rawURL)
+	return err
+}
+
 // redisURL parses rawURL for RedisClient and Connect, with the CAs of the
 // file that RedisCAFileEnv names.
 func redisURL(rawURL string) (redisConfig, error) {
