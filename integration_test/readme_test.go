@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -224,14 +225,130 @@ func TestREADME(t *testing.T) {
 		}
 	})
 
+	// The demo passes, and what it prints matches the sample output of the
+	// README's "Try it", whose ranges its varying figures must fall in.
 	t.Run("demo", func(t *testing.T) {
+		readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample := sampleOutput(t, string(readme), "## Try it")
 		for _, c := range byName["demo"].commands {
 			out, err := runCommand(t, root, c)
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", c, err, out)
 			}
+			for _, p := range sampleProblems(sample, string(out)) {
+				t.Error(p)
+			}
+			if t.Failed() {
+				t.Logf("the demo's output:\n%s", out)
+			}
 		}
 	})
+}
+
+// sampleLine is a line of sample output in the README, where a figure that
+// varies from run to run is a range: "sent in 12.5 to 16 s" stands for
+// "sent in 13.2s".
+type sampleLine struct {
+	text   string         // as the README writes it
+	re     *regexp.Regexp // matches the line of the real output, a group per range
+	ranges [][2]float64   // the ranges, in order
+}
+
+// rangeRE matches a range of the README's sample output, its unit apart:
+// "12.5 to 16 s", "40 to 70".
+var rangeRE = regexp.MustCompile(`(\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)( s)?`)
+
+// sampleOutput returns the lines of the ```text blocks of the README
+// section that starts with heading, up to the next "## ".
+func sampleOutput(t *testing.T, readme, heading string) []sampleLine {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README.md has no %q section", heading)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var lines []sampleLine
+	in := false
+	for _, l := range strings.Split(section, "\n") {
+		switch {
+		case l == "```text":
+			in = true
+		case l == "```":
+			in = false
+		case in:
+			sl, err := parseSampleLine(l)
+			if err != nil {
+				t.Fatalf("README.md: %v", err)
+			}
+			lines = append(lines, sl)
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatalf("README.md: %q shows no sample output (```text)", heading)
+	}
+	return lines
+}
+
+// parseSampleLine reads a line of sample output: its ranges become groups
+// matching a number (followed by "s" for a range in s), its runs of spaces
+// match any run of spaces (a table's columns widen to fit a range), and the
+// rest must match as written.
+func parseSampleLine(line string) (sampleLine, error) {
+	literal := func(s string) string {
+		parts := regexp.MustCompile(` +`).Split(s, -1)
+		for i, p := range parts {
+			parts[i] = regexp.QuoteMeta(p)
+		}
+		return strings.Join(parts, " +")
+	}
+	sl := sampleLine{text: line}
+	var b strings.Builder
+	last := 0
+	for _, m := range rangeRE.FindAllStringSubmatchIndex(line, -1) {
+		lo, err1 := strconv.ParseFloat(line[m[2]:m[3]], 64)
+		hi, err2 := strconv.ParseFloat(line[m[4]:m[5]], 64)
+		if err1 != nil || err2 != nil || lo > hi {
+			return sl, fmt.Errorf("sample line %q: range %q is not low to high", line, line[m[0]:m[1]])
+		}
+		b.WriteString(literal(line[last:m[0]]) + `(\d+(?:\.\d+)?)`)
+		if m[6] >= 0 {
+			b.WriteString("s")
+		}
+		sl.ranges = append(sl.ranges, [2]float64{lo, hi})
+		last = m[1]
+	}
+	b.WriteString(literal(line[last:]))
+	sl.re = regexp.MustCompile("^" + b.String() + "$")
+	return sl, nil
+}
+
+// sampleProblems says where out differs from sample: a line of sample that
+// matches no line of out (in order), or a figure outside its range.
+func sampleProblems(sample []sampleLine, out string) []string {
+	var problems []string
+	lines := strings.Split(out, "\n")
+	i := 0
+	for _, sl := range sample {
+		var m []string
+		for ; i < len(lines); i++ {
+			if m = sl.re.FindStringSubmatch(lines[i]); m != nil {
+				break
+			}
+		}
+		if m == nil {
+			return append(problems, fmt.Sprintf("README.md's sample line %q matches no line of the output after the lines before it", sl.text))
+		}
+		for j, r := range sl.ranges {
+			if v, _ := strconv.ParseFloat(m[j+1], 64); v < r[0] || v > r[1] {
+				problems = append(problems, fmt.Sprintf("%q: %s is outside README.md's %v to %v (%q)", lines[i], m[j+1], r[0], r[1], sl.text))
+			}
+		}
+		i++
+	}
+	return problems
 }
 
 // containsLine reports whether script has a line with the words of command,
@@ -331,5 +448,47 @@ func (b *background) stop() error {
 		return b.err
 	case <-time.After(60 * time.Second):
 		return fmt.Errorf("still running 60 s after SIGINT")
+	}
+}
+
+// TestSampleProblems: a sample line with ranges matches output whose
+// figures are within them and none outside; the rest of a line must match
+// as written, but for the width of its runs of spaces, and in order.
+func TestSampleProblems(t *testing.T) {
+	t.Parallel()
+	sample := []string{
+		"summary: 60 of 60 tasks sent in 12.5 to 16 s, 40 to 70 throttled returns",
+		"acme     30/30  20 to 35           4 of 4 in 1s",
+		"verdict: PASS",
+	}
+	cases := []struct {
+		name     string
+		out      string
+		problems int
+	}{
+		{"within", "summary: 60 of 60 tasks sent in 13.2s, 50 throttled returns\nacme     30/30  26                 4 of 4 in 1s\nverdict: PASS\n", 0},
+		{"at the bounds, other widths", "x\nsummary: 60 of 60 tasks sent in 16s, 40 throttled returns\nacme  30/30  35  4 of 4 in 1s\nverdict: PASS", 0},
+		{"too slow", "summary: 60 of 60 tasks sent in 16.1s, 50 throttled returns\nacme     30/30  26  4 of 4 in 1s\nverdict: PASS", 1},
+		{"too many returns", "summary: 60 of 60 tasks sent in 13.2s, 71 throttled returns\nacme     30/30  36  4 of 4 in 1s\nverdict: PASS", 2},
+		{"another unit", "summary: 60 of 60 tasks sent in 13.2ms, 50 throttled returns\nacme     30/30  26  4 of 4 in 1s\nverdict: PASS", 1},
+		{"a fixed cell differs", "summary: 60 of 60 tasks sent in 13.2s, 50 throttled returns\nacme     30/30  26  3 of 4 in 1s\nverdict: PASS", 1},
+		{"out of order", "verdict: PASS\nsummary: 60 of 60 tasks sent in 13.2s, 50 throttled returns\nacme     30/30  26  4 of 4 in 1s", 1},
+		{"verdict fails", "summary: 60 of 60 tasks sent in 13.2s, 50 throttled returns\nacme     30/30  26  4 of 4 in 1s\nverdict: FAIL", 1},
+	}
+	var lines []sampleLine
+	for _, l := range sample {
+		sl, err := parseSampleLine(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, sl)
+	}
+	for _, tc := range cases {
+		if got := sampleProblems(lines, tc.out); len(got) != tc.problems {
+			t.Errorf("%s: %d problems, want %d: %q", tc.name, len(got), tc.problems, got)
+		}
+	}
+	if _, err := parseSampleLine("sent in 16 to 12.5 s"); err == nil {
+		t.Errorf("a range from high to low was accepted")
 	}
 }

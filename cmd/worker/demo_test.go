@@ -125,6 +125,7 @@ func TestDemo(t *testing.T) {
 			}
 			checkDemoRun(t, env, out, stderr.String(),
 				"\ntasks: 60 SMS (acme 30, globex 20, initech 10) enqueued at once",
+				"\ntime: 60 SMS at the limits take about 12.1s; the demo stops after 24.5s unless all are sent\n",
 				"s  sent ", // progress lines: stdout is not a terminal
 				"\nsummary: 60 of 60 tasks sent in ",
 				"\ntenant   sent   throttled returns  tenant-per-second  provider\n",

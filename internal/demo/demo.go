@@ -37,10 +37,9 @@ var tenantShares = []struct {
 
 // Defaults and bounds of Config.
 const (
-	DefaultTasks   = 60
-	MinTasks       = 3 // one per tenant
-	MaxTasks       = 1000
-	DefaultTimeout = 50 * time.Second
+	DefaultTasks = 60
+	MinTasks     = 3 // one per tenant
+	MaxTasks     = 1000
 )
 
 // ErrInterrupted is returned by Run when ctx was cancelled before the end
@@ -70,8 +69,11 @@ type Config struct {
 	// the tenants (3:2:1); default DefaultTasks, from MinTasks to MaxTasks.
 	Tasks int
 
-	// Timeout ends the run, whatever is left to send; default
-	// DefaultTimeout. The verdict then fails.
+	// Timeout ends the run, whatever is left to send, and the verdict then
+	// fails. Zero or less means the default, computed from the policies and
+	// Tasks: TimeoutFactor × the time the limits make the tasks take at
+	// best, + TimeoutSlack (24.5 s for the default 60 SMS under the
+	// built-in policies).
 	Timeout time.Duration
 
 	// Out receives the progress, the summary and the verdict; nil means
@@ -106,10 +108,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if tasks < MinTasks || tasks > MaxTasks {
 		return fmt.Errorf("demo: %d tasks: give %d to %d", tasks, MinTasks, MaxTasks)
 	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
 	policies := cfg.Policies
 	if policies == nil {
 		p, err := worker.ParsePolicies("built-in demo policies", builtinPolicies)
@@ -134,8 +132,14 @@ func Run(ctx context.Context, cfg Config) error {
 	for i, t := range tenantShares {
 		tenants[i] = t.Name
 	}
-	rules := policies.Current().Rules(producer.TypeSMS)
-	fmt.Fprintf(out, "policies: %s\n", describe(policies.Current().Source(), rules, tenants))
+	current := policies.Current()
+	rules := current.Rules(producer.TypeSMS)
+	fmt.Fprintf(out, "policies: %s\n", describe(current.Source(), rules, tenants))
+	drain := drainTime(current, tenants, split(tasks))
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = timeoutFor(drain)
+	}
 
 	r := &runner{
 		out:     out,
@@ -148,7 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 		prov:    newProvider(),
 		returns: map[string]int{},
 	}
-	err = r.run(ctx, policies, tasks, timeout, logger)
+	err = r.run(ctx, policies, tasks, drain, timeout, logger)
 	if b.embedded == nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -176,8 +180,9 @@ type runner struct {
 }
 
 // run enqueues, runs the worker until every task is sent, the timeout, or
-// ctx's end, and prints the summary.
-func (r *runner) run(ctx context.Context, policies *worker.PolicyFile, tasks int, timeout time.Duration, logger *slog.Logger) error {
+// ctx's end, and prints the summary. drain is how long the tasks take at
+// best (drainTime).
+func (r *runner) run(ctx context.Context, policies *worker.PolicyFile, tasks int, drain, timeout time.Duration, logger *slog.Logger) error {
 	want, err := r.enqueue(ctx, tasks)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -205,7 +210,8 @@ func (r *runner) run(ctx context.Context, policies *worker.PolicyFile, tasks int
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	fmt.Fprintf(r.out, "tasks: %s enqueued at once; a worker in this process sends them through a demo provider that records when each arrives\n\n", shares(want, r.tenants))
+	fmt.Fprintf(r.out, "tasks: %s enqueued at once; a worker in this process sends them through a demo provider that records when each arrives\n", shares(want, r.tenants))
+	fmt.Fprintf(r.out, "%s\n\n", timeLine(len(want), drain, timeout))
 	fmt.Fprintf(r.out, "%s\n\n", legend)
 
 	// The worker stops when the run says, not at once on ctx's end: the
@@ -254,7 +260,7 @@ wait:
 	case interrupted:
 		fmt.Fprintln(r.out, "\ninterrupted: stopping the worker; tasks waiting in it go back to asynq")
 	case timedOut:
-		fmt.Fprintf(r.out, "\ntime is up after %v: stopping the worker\n", timeout)
+		fmt.Fprintf(r.out, "\ntime is up after %v: stopping the worker\n", seconds(timeout))
 	}
 	stop()
 	if err := <-done; err != nil {
@@ -270,7 +276,7 @@ wait:
 		return fmt.Errorf("demo: read the queue after the run: %w", err)
 	}
 	s := o.summarize()
-	fmt.Fprintf(r.out, "\nsummary: %d of %d tasks sent in %.1fs, %s\n", s.Sent, s.Enqueued, took.Seconds(), count(s.Returns, "throttled return"))
+	fmt.Fprintf(r.out, "\nsummary: %d of %d tasks sent in %s, %s\n", s.Sent, s.Enqueued, seconds(took), count(s.Returns, "throttled return"))
 	fmt.Fprintln(r.out, "rule columns: the most the provider received within one window of the rule, of its limit")
 	fmt.Fprint(r.out, s.table(r.rules))
 	if interrupted {

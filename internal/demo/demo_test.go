@@ -148,21 +148,25 @@ func checkNoKeys(t *testing.T, rdb redis.UniversalClient, out string) {
 	redistest.CheckNoKeys(t, rdb, m[1], m[2])
 }
 
-// TestRun: a short demo ends by itself with a passing verdict, on the
-// embedded Redis and on a real one, where it leaves no keys.
+// TestRun: a short demo ends by itself, before the timeout computed from
+// its policies, with a passing verdict, on the embedded Redis and on a real
+// one, where it leaves no keys.
 func TestRun(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			url, rdb := b.open(t)
-			r := run(t, Config{RedisURL: url, Tasks: 9, Timeout: 20 * time.Second}, newOutput(""), nil)
+			r := run(t, Config{RedisURL: url, Tasks: 9}, newOutput(""), nil)
 			if r.err != nil {
 				t.Fatalf("Run: %v", r.err)
 			}
 			for _, want := range []string{
 				"policies: built-in demo policies: sms:send: tenant-per-second acme 4/1s, globex 2/1s, initech 1/1s; provider 5/1s for all tenants together\n",
 				"tasks: 9 SMS (acme 5, globex 3, initech 1) enqueued at once",
+				// The provider's 5 a second: 5 at once, 4 more 1.1 s later;
+				// × 1.2 + 10 s.
+				"\ntime: 9 SMS at the limits take about 1.1s; the demo stops after 11.3s unless all are sent\n\n",
 				"summary: 9 of 9 tasks sent in ",
 				"\nall      9/9   ",
 				"\nverdict: PASS: every task sent exactly once; no window exceeded\n",
@@ -213,7 +217,10 @@ tasks:
 	}
 	for _, want := range []string{
 		"policies: " + path + ": sms:send: per-minute acme 1/1m0s, globex 1/1m0s, initech 1/1m0s\n",
-		"time is up after 1s: stopping the worker\n",
+		// acme's 3 at 1 a minute widened by 50 ms; Timeout replaces the
+		// timeout computed from it.
+		"\ntime: 6 SMS at the limits take about 120.1s; the demo stops after 1.0s unless all are sent\n",
+		"time is up after 1.0s: stopping the worker\n",
 		"\nverdict: FAIL: 3 of 6 tasks never sent (",
 	} {
 		if !strings.Contains(r.out, want) {

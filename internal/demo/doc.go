@@ -4,7 +4,10 @@
 // through a provider that records when each message arrives, shows the
 // progress live, and ends with a summary and a verdict measured at the
 // provider: every task sent exactly once, and no rule's window ever held
-// more than its limit.
+// more than its limit. It says at the start how long its tasks take at the
+// limits, and stops at TimeoutFactor × that + TimeoutSlack, whatever is
+// left to send (the verdict then fails): the longer the policies make the
+// run, the longer it waits.
 //
 // Without a Redis URL it runs on miniredis (github.com/alicebob/miniredis/v2),
 // a Redis-compatible server embedded in the process on 127.0.0.1. What
