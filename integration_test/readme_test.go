@@ -188,8 +188,9 @@ func TestREADME(t *testing.T) {
 			}
 		}
 		// 20 from `enqueue sms --count 20`, and the three SMS of
-		// examples/bulk.jsonl (its emails have no provider here).
-		const want = 23
+		// examples/bulk.jsonl; of its three emails, the one due now is
+		// logged (--email-log), and the others are scheduled for later.
+		const want, wantEmails = 23, 1
 		deadline := time.Now().Add(60 * time.Second)
 		for n := 0; n < want; n = len(sink.receipts()) {
 			if time.Now().After(deadline) {
@@ -199,6 +200,12 @@ func TestREADME(t *testing.T) {
 			case <-sink.notified:
 			case <-time.After(time.Second):
 			}
+		}
+		for w.count(`"msg":"email"`) < wantEmails {
+			if time.Now().After(deadline) {
+				t.Fatalf("the worker logged %d of %d emails in 60 s:\n%s", w.count(`"msg":"email"`), wantEmails, w.output())
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		// Nothing more, and nothing twice: stop the worker first, so that a
 		// send still on its way is counted.
@@ -217,6 +224,22 @@ func TestREADME(t *testing.T) {
 		}
 		if got := len(sink.receipts()); got != want {
 			t.Errorf("the webhook received %d SMS, want %d", got, want)
+		}
+		if n := w.count(`"msg":"task archived"`); n > 0 {
+			t.Errorf("the worker archived %d tasks:\n%s", n, w.output())
+		}
+		// The first line the worker logs says what it enforces (go run may
+		// print lines of its own before, which are not JSON).
+		var first string
+		for line := range strings.Lines(w.output()) {
+			if strings.HasPrefix(line, "{") {
+				first = line
+				break
+			}
+		}
+		if !strings.Contains(first, `"msg":"worker started"`) ||
+			!strings.Contains(first, `"enforces":"email:send: tenant-daily 1000/24h0m0s per tenant; sms:send:`) {
+			t.Errorf("the worker's first line %q does not say what it enforces", first)
 		}
 		// Ctrl-C stopped the worker gracefully. (`go run` itself exits 1
 		// after an interrupt, whatever the program's status.)
@@ -414,6 +437,17 @@ func startCommand(t *testing.T, dir, command string) *background {
 }
 
 func (b *background) output() string { return b.out.String() }
+
+// count returns how many lines of the output contain s.
+func (b *background) count(s string) int {
+	n := 0
+	for line := range strings.Lines(b.output()) {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
 
 // waitFor waits until the output has a line containing s.
 func (b *background) waitFor(t *testing.T, s string) {

@@ -194,7 +194,8 @@ func (r *runner) run(ctx context.Context, policies *worker.PolicyFile, tasks int
 	srv, err := worker.NewServer(r.broker.rdb, worker.Config{
 		Policies:        policies,
 		SMS:             r.prov,
-		Concurrency:     10, // worker.Config says 10 is the default, but 0 gives asynq's, one per CPU
+		Email:           worker.LogProvider{Logger: logger}, // for form: the demo enqueues no email
+		Concurrency:     10,                                 // worker.Config says 10 is the default, but 0 gives asynq's, one per CPU
 		Queues:          map[string]int{r.queue: 1},
 		Prefix:          r.prefix,
 		ShutdownTimeout: 10 * time.Second,

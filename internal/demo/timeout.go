@@ -30,14 +30,6 @@ const (
 // TimeoutRule says how the demo's timeout is computed, for help texts.
 var TimeoutRule = fmt.Sprintf("the time its policies need for its SMS × %g + %v", TimeoutFactor, TimeoutSlack)
 
-// DefaultTimeout says how the demo's timeout is computed.
-//
-// Deprecated: the timeout is no longer a fixed 50 s but computed from the
-// policies and the number of tasks (TimeoutFactor, TimeoutSlack). This is
-// TimeoutRule, kept so that cmd/worker's flag help, which prints it with
-// %v, reads true until it uses TimeoutRule.
-var DefaultTimeout = TimeoutRule
-
 // timeoutFor returns the demo's timeout when the tasks take drain at
 // best: drain × TimeoutFactor + TimeoutSlack, to the millisecond, and at
 // most the longest time.Duration.
