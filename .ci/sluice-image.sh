@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Sluice image without a registry (these machines reach none):
-# the static binaries of worker, enqueue and sink built here with go, the
+# the static binaries of worker, enqueue, sink and admin built here with go, the
 # host's CA certificates and an /etc/passwd with the user nonroot (65532),
 # put together with `docker import`. It is laid out like the image of the
 # Dockerfile (distroless static, nonroot): binaries in /usr/local/bin,

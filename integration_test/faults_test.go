@@ -414,7 +414,12 @@ func TestRedisOutage(t *testing.T) {
 			}
 			var slowest time.Duration
 			for _, line := range undecided {
-				latency := time.Duration(line["latency"].(float64))
+				// The worker logs durations as text ("1.2s").
+				text, _ := line["latency"].(string)
+				latency, err := time.ParseDuration(text)
+				if err != nil {
+					t.Fatalf("a failed decision's latency %#v is not a duration: %v", line["latency"], err)
+				}
 				slowest = max(slowest, latency)
 				if latency > decisionTimeout+time.Second {
 					t.Errorf("a decision failed after %v, with a decision timeout of %v: %v", latency, decisionTimeout, line["err"])

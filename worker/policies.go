@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -277,22 +276,21 @@ func ParsePolicies(source string, data []byte, opts ...PolicyOption) (*Policies,
 		return fail("no tasks: list the rules of each task type under tasks:, or write tasks: {} to throttle nothing")
 	}
 	p := &Policies{source: source, tasks: map[string][]Rule{}}
-	for _, taskType := range layout.taskTypes {
+	for _, taskType := range taskOrder(layout, *f.Tasks) {
 		rules := (*f.Tasks)[taskType]
 		if !taskTypeRE.MatchString(taskType) {
 			return fail("task type %q: use letters, digits and : . _ -", taskType)
 		}
 		if !slices.Contains(o.taskTypes, taskType) && !slices.Contains(f.ExtraTaskTypes, taskType) {
-			return fail("line %d: %v", layout.line[taskType], unknownTaskType(taskType, o.taskTypes, f.ExtraTaskTypes))
+			err := unknownTaskType(taskType, o.taskTypes, f.ExtraTaskTypes)
+			if line, ok := layout.line[taskType]; ok {
+				return fail("line %d: %v", line, err)
+			}
+			return fail("%v", err) // merged in: yaml gives no line
 		}
 		seen := map[string]bool{}
 		for i, rf := range rules {
-			where := fmt.Sprintf("%s: rule %d", taskType, i+1)
-			// A name with a line break would break the error's line;
-			// parseRule's error quotes it.
-			if rf.Name != "" && !strings.ContainsFunc(rf.Name, unicode.IsControl) {
-				where += " (" + rf.Name + ")"
-			}
+			where := ruleLabel(taskType, i, rf.Name) // parseRule's error quotes a name with a line break
 			r, err := parseRule(rf, margin)
 			if err != nil {
 				return fail("%s: %v", where, err)
@@ -305,6 +303,20 @@ func ParsePolicies(source string, data []byte, opts ...PolicyOption) (*Policies,
 		}
 	}
 	return p, nil
+}
+
+// taskOrder returns the task types of tasks in file order, then those
+// merged in (<<), which the layout does not list, in name order.
+func taskOrder(layout fileLayout, tasks map[string][]ruleFile) []string {
+	order := slices.DeleteFunc(slices.Clone(layout.taskTypes), func(t string) bool { _, ok := tasks[t]; return !ok })
+	var merged []string
+	for t := range tasks {
+		if !slices.Contains(order, t) {
+			merged = append(merged, t)
+		}
+	}
+	slices.Sort(merged)
+	return append(order, merged...)
 }
 
 // oneLine returns s with each run of white space, line breaks included,

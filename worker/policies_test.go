@@ -166,6 +166,11 @@ tasks:
   sms:send: [{name: a, scope: tenant, limit: 4.0, window: 1s, tenants: {big: {limit: 1e3}}}]
 `, map[string][]worker.Rule{"sms:send": {withTenants(rule("a", worker.ScopeTenant, 4, time.Second),
 			map[string]throttle.Policy{"big": {Limit: 1000, Window: time.Second}})}}},
+		{"task types merged in", `
+tasks:
+  <<: {sms:send: [{name: a, scope: tenant, limit: 2, window: 1s}]}
+  email:send: [{name: b, scope: global, limit: 3, window: 1s}]
+`, map[string][]worker.Rule{"sms:send": {rule("a", worker.ScopeTenant, 2, time.Second)}, "email:send": {rule("b", worker.ScopeGlobal, 3, time.Second)}}},
 		{"a limit through an alias", `
 tasks:
   sms:send: [{name: a, scope: tenant, limit: &four 4, window: 1s}, {name: b, scope: global, limit: *four, window: 1s}]
@@ -249,6 +254,8 @@ func TestParsePoliciesRejects(t *testing.T) {
 			[]string{`line 2: task type "report:build": no worker handles it`}},
 		{"a type of one's own, listed as another", "extra_task_types: [report:built]\ntasks:\n  report:build: []\n",
 			[]string{`line 3: task type "report:build" (did you mean report:built?)`, "the known types are email:send, report:built, sms:send"}},
+		{"a misspelled task type merged in", "tasks:\n  <<: {sms:sned: []}\n  sms:send: []\n",
+			[]string{`task type "sms:sned" (did you mean sms:send?): no worker handles it`}},
 		{"a task type in capitals", "tasks:\n  SMS:send: []\n", []string{`task type "SMS:send" (did you mean sms:send?)`}},
 		{"extra task types not a list", "extra_task_types: report:build\ntasks: {}\n", []string{"line 1", "cannot unmarshal"}},
 		{"extra task type with a space", "extra_task_types: [report build]\ntasks: {}\n",
@@ -287,7 +294,13 @@ func TestParsePoliciesRejects(t *testing.T) {
 		{"negative fractional limit", rule("name: a, scope: tenant, limit: -0.5, window: 1s"),
 			[]string{"sms:send: rule 1 (a): limit: -0.5 is not a whole number of at least 1"}},
 		{"limit beyond an int", rule("name: a, scope: tenant, limit: 99999999999999999999, window: 1s"),
-			[]string{"sms:send: rule 1 (a): limit: 99999999999999999999 is"}},
+			[]string{"sms:send: rule 1 (a): limit: 99999999999999999999 is out of range"}},
+		{"limit beyond an int, as a float", rule("name: a, scope: tenant, limit: 1e10, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit: 1e10 is out of range"}},
+		{"negative limit beyond an int", rule("name: a, scope: tenant, limit: -3000000000, window: 1s"),
+			[]string{"sms:send: rule 1 (a): limit: -3000000000 is out of range"}},
+		{"limit so far below one its window would be too long", rule("name: a, scope: tenant, limit: 0.0001, window: 30d"),
+			[]string{"sms:send: rule 1 (a): limit: 0.0001 is less than one task a window: a window admits whole tasks"}},
 		{"limit not a finite number", rule("name: a, scope: tenant, limit: .inf, window: 1s"),
 			[]string{`sms:send: rule 1 (a): limit: ".inf" is not a whole number`}},
 		{"override with a fractional limit", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limit: 8.5}}"),
@@ -885,8 +898,16 @@ func TestPolicyFileReloadConcurrent(t *testing.T) {
 	}
 }
 
-// TestOpenPolicyFileErrors: a file that does not load is an error, not an
-// empty PolicyFile.
+// TestParsePoliciesLimitHint: the hint for a limit below one is left out
+// when the window it would give is longer than the limiter takes.
+func TestParsePoliciesLimitHint(t *testing.T) {
+	t.Parallel()
+	_, err := worker.ParsePolicies("policies.yaml", []byte("tasks:\n  sms:send:\n    - {name: a, scope: tenant, limit: 0.0001, window: 3000d}\n"))
+	if err == nil || !strings.HasSuffix(err.Error(), "limit: 0.0001 is less than one task a window: a window admits whole tasks") {
+		t.Errorf("error %v, want one that ends without a hint of a window beyond the longest", err)
+	}
+}
+
 // TestWithTaskTypes: a program that handles task types of its own names
 // them; the file may then name those, and those of its extra_task_types,
 // and no others, on the first read and on every reload.
@@ -945,6 +966,8 @@ func TestWithTaskTypes(t *testing.T) {
 	}
 }
 
+// TestOpenPolicyFileErrors: a file that does not load is an error, not an
+// empty PolicyFile.
 func TestOpenPolicyFileErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

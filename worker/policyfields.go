@@ -10,6 +10,8 @@ import (
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // The fields that each level of a policies file takes, in the order the
@@ -21,7 +23,7 @@ var (
 )
 
 // fileLayout is what checkFields learns of the file: its task types in
-// file order, and the line of each.
+// file order, and the line of each. Types merged in with << are not in it.
 type fileLayout struct {
 	taskTypes []string
 	line      map[string]int
@@ -48,6 +50,9 @@ func checkFields(doc *yaml.Node) (fileLayout, error) {
 	}
 	for i := 0; i+1 < len(tasks.Content); i += 2 {
 		taskType := tasks.Content[i].Value
+		if isMergeKey(tasks.Content[i]) {
+			continue // the types it merges in come after, in name order
+		}
 		layout.taskTypes = append(layout.taskTypes, taskType)
 		layout.line[taskType] = tasks.Content[i].Line
 		rules := resolve(tasks.Content[i+1])
@@ -60,11 +65,11 @@ func checkFields(doc *yaml.Node) (fileLayout, error) {
 			if r.Kind != yaml.MappingNode {
 				continue
 			}
-			where := fmt.Sprintf("%s: rule %d", taskType, n+1)
-			if name := resolve(mapValue(r, "name")); name != nil && name.Kind == yaml.ScalarNode &&
-				name.Value != "" && !strings.ContainsFunc(name.Value, unicode.IsControl) {
-				where += " (" + name.Value + ")"
+			name := ""
+			if n := resolve(mapValue(r, "name")); n != nil && n.Kind == yaml.ScalarNode {
+				name = n.Value
 			}
+			where := ruleLabel(taskType, n, name)
 			if err := unknownKey(r, ruleFields, where+": ", "a rule's fields are"); err != nil {
 				return layout, err
 			}
@@ -87,13 +92,23 @@ func checkFields(doc *yaml.Node) (fileLayout, error) {
 	return layout, nil
 }
 
+// ruleLabel names rule i (from 0) of taskType in errors, "sms:send: rule
+// 1 (provider)", without a name that would break the error's line.
+func ruleLabel(taskType string, i int, name string) string {
+	where := fmt.Sprintf("%s: rule %d", taskType, i+1)
+	if name != "" && !strings.ContainsFunc(name, unicode.IsControl) {
+		where += " (" + name + ")"
+	}
+	return where
+}
+
 // unknownKey returns an error for the first key of mapping m not among
 // fields; where and what begin and end its message.
 func unknownKey(m *yaml.Node, fields []string, where, what string) error {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k := m.Content[i]
-		if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" || k.Value == "<<" {
-			continue // a merge key: yaml checks the merged keys
+		if k.Kind != yaml.ScalarNode || isMergeKey(k) {
+			continue // yaml checks the merged keys
 		}
 		if slices.Contains(fields, k.Value) {
 			continue
@@ -106,6 +121,9 @@ func unknownKey(m *yaml.Node, fields []string, where, what string) error {
 	}
 	return nil
 }
+
+// isMergeKey reports whether k is YAML's merge key, <<.
+func isMergeKey(k *yaml.Node) bool { return k.Tag == "!!merge" || k.Value == "<<" }
 
 // resolve follows a document node to its content, and an alias to what it
 // names; nil for nil.
@@ -152,7 +170,7 @@ func parseLimit(n *yaml.Node, window time.Duration) (int, error) {
 	case "!!int":
 		var v int64
 		if err := n.Decode(&v); err != nil || v > math.MaxInt32 || v < math.MinInt32 {
-			return 0, fmt.Errorf("%s is too large", n.Value)
+			return 0, fmt.Errorf("%s is out of range", n.Value)
 		}
 		return int(v), nil
 	case "!!float":
@@ -161,15 +179,17 @@ func parseLimit(n *yaml.Node, window time.Duration) (int, error) {
 			return 0, fmt.Errorf("%q is not a whole number such as 10", oneLine(n.Value))
 		}
 		switch {
-		case f == math.Trunc(f) && math.Abs(f) <= math.MaxInt32:
+		case math.Abs(f) > math.MaxInt32:
+			return 0, fmt.Errorf("%s is out of range", n.Value)
+		case f == math.Trunc(f):
 			return int(f), nil
 		case f > 0 && f < 1:
 			msg := fmt.Sprintf("%s is less than one task a window: a window admits whole tasks", n.Value)
-			if every := time.Duration(float64(window) / f).Round(time.Millisecond); window > 0 && every > 0 {
+			if every := time.Duration(float64(window) / f).Round(time.Millisecond); window > 0 && every > 0 && every <= throttle.MaxWindow {
 				msg += fmt.Sprintf("; for one task every %v, write limit: 1 and window: %v", every, every)
 			}
 			return 0, errors.New(msg)
-		case f > 1 && f <= math.MaxInt32:
+		case f > 1:
 			return 0, fmt.Errorf("%s is not a whole number: a window admits whole tasks; write %d or %d", n.Value, int(f), int(f)+1)
 		}
 		return 0, fmt.Errorf("%s is not a whole number of at least 1", n.Value)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -22,9 +23,10 @@ type Config struct {
 
 	// SMS and Email send the tasks; both are required. NewServer refuses
 	// a nil provider: the worker fetches both task types from its queues,
-	// and without a provider it could only archive the tasks of that type.
-	// To send nothing of a type, give a provider that fails; to see what
-	// would be sent, LogProvider.
+	// and without a provider it could only archive the tasks of that type,
+	// after the limiter had counted them. LogProvider logs instead of
+	// sending, and the task completes: for a type that no one enqueues, or
+	// that should not go out.
 	SMS   SMSProvider
 	Email EmailProvider
 
@@ -265,13 +267,15 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Unthrottled returns the task types the server handles (TaskTypes) that
-// the policies in force have no rules for, in name order: their tasks go
-// to their provider without asking the limiter. The worker command warns
-// of each as it starts.
+// the policies in force enforce no rule for, in name order: they have no
+// rules, or only rules in shadow mode, so their tasks go to their provider
+// whatever the limiter says. The worker command warns of each as it
+// starts.
 func (s *Server) Unthrottled() []string {
 	var out []string
 	for _, t := range TaskTypes() {
-		if len(s.policies.Current().Rules(t)) == 0 {
+		enforced := slices.ContainsFunc(s.policies.Current().Rules(t), func(r Rule) bool { return !r.Shadow })
+		if !enforced {
 			out = append(out, t)
 		}
 	}

@@ -160,6 +160,8 @@ func TestServerUnthrottled(t *testing.T) {
 		{"email unthrottled", perHour, []string{"email:send"}},
 		{"both throttled", both, nil},
 		{"nothing throttled", "tasks: {}\n", []string{"email:send", "sms:send"}},
+		{"email in shadow mode only", perHour + "  email:send:\n    - {name: per-day, scope: tenant, mode: shadow, limit: 1, window: 24h}\n", []string{"email:send"}},
+		{"email with a shadow rule and an enforced one", both + "    - {name: trial, scope: tenant, mode: shadow, limit: 1, window: 1h}\n", nil},
 	}
 	if err := os.WriteFile(path, []byte(steps[0].policies), 0o644); err != nil {
 		t.Fatal(err)

@@ -42,8 +42,8 @@ no Redis), asynq tasks per second with the Throttle middleware against
 plain asynq, and a backlog of 10,000 SMS for 50 tenants drained by 3 worker
 processes under three throttling strategies, and writes DIR/results.json,
 DIR/REPORT.md and the PNG plots it embeds. Without --redis it runs its own redis-server on
-loopback. Keys it writes on a given Redis are deleted at the end. Every flag
-can also be set from the environment variable shown.
+loopback. Keys it writes on a given Redis are deleted at the end. A flag
+shown with a variable can also be set from the environment.
 
 Exit status: 0 on success; 1 when the run fails; 2 for a usage error (a
 bad flag or value, an argument: it takes none); 130 when interrupted.`

@@ -37,8 +37,8 @@ usage: enqueue sms   --redis URL --tenant T --to +15551234567 --body TEXT [--cou
 
 Validates and enqueues tasks; with --count, N distinct tasks (with --id, IDs
 ID-1 ... ID-N). bulk enqueues the tasks of a JSON-lines file ("enqueue bulk
---help" describes it). Every flag can also be set from the environment
-variable shown.
+--help" describes it). A flag shown with a variable (--redis, --queue) can
+also be set from the environment.
 
 Exit status: 0 when every task was enqueued; 1 when one was not (invalid
 bulk line, task ID taken, Redis or FILE unusable); 2 for a usage error (a
@@ -127,6 +127,10 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	}
 	if *count < 1 {
 		fmt.Fprintf(stderr, "enqueue: --count %d: must be at least 1\n", *count)
+		return 2
+	}
+	if kind == "sms" && (*subject != "" || *from != "") {
+		fmt.Fprintln(stderr, "enqueue: --subject and --from are for email; an SMS has only --to and --body")
 		return 2
 	}
 

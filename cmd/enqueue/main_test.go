@@ -158,6 +158,10 @@ func TestUsageErrors(t *testing.T) {
 		{"bulk bad URL", []string{"bulk", "--redis", "http://127.0.0.1:1", "-"},
 			`enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 		{"bulk blank queue", []string{"bulk", "--queue", " ", "-"}, `enqueue: --queue " ": name a queue` + "\n"},
+		{"sms with a subject", []string{"sms", "--redis", unreachable, "--tenant", "acme", "--to", "+15551234567", "--body", "hi", "--subject", "Hi"},
+			"enqueue: --subject and --from are for email; an SMS has only --to and --body\n"},
+		{"sms with a sender", []string{"sms", "--redis", unreachable, "--tenant", "acme", "--to", "+15551234567", "--body", "hi", "--from", "a@example.com"},
+			"enqueue: --subject and --from are for email; an SMS has only --to and --body\n"},
 		{"bulk bad URL, nothing to enqueue", []string{"bulk", "--redis", "http://127.0.0.1:1", invalid},
 			`enqueue: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},
 	}

@@ -207,7 +207,8 @@ func TestDemoUsageErrors(t *testing.T) {
 		{"too few tasks", []string{"--demo", "--demo-tasks", "2"}, 2, "worker: --demo-tasks 2: give 3 to 1000\n"},
 		{"too many tasks", []string{"--demo", "--demo-tasks", "1001"}, 2, "worker: --demo-tasks 1001: give 3 to 1000\n"},
 		{"missing policies", []string{"--demo", "--policies", "nope.yaml"}, 1, "worker: policies: open nope.yaml: no such file or directory\n"},
-		{"unreachable Redis", []string{"--demo", "--redis", unreachable}, 1, "worker: demo: Redis at 127.0.0.1:1 db 0 unreachable: dial tcp 127.0.0.1:1: "},
+		{"unreachable Redis", []string{"--demo", "--redis", unreachable}, 1, "worker: demo: Redis at redis://127.0.0.1:1 unreachable: dial tcp 127.0.0.1:1: "},
+		{"bad Redis URL", []string{"--demo", "--redis", "http://127.0.0.1:1"}, 2, `worker: demo: --redis "http://127.0.0.1:1": scheme "http": use redis://`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

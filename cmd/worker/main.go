@@ -212,8 +212,8 @@ func run(ctx context.Context, args []string) int {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			return 2
 		}
-	case *smtpFrom != "" || *smtpUser != "" || smtpPassword != "":
-		fmt.Fprintln(os.Stderr, "worker: --smtp-from, --smtp-user and SLUICE_SMTP_PASSWORD need --smtp-addr (SLUICE_SMTP_ADDR)")
+	case *smtpFrom != "" || *smtpUser != "" || smtpPassword != "" || isSet(fs, "smtp-starttls"):
+		fmt.Fprintln(os.Stderr, "worker: --smtp-from, --smtp-user, --smtp-starttls and SLUICE_SMTP_PASSWORD need --smtp-addr (SLUICE_SMTP_ADDR)")
 		return 2
 	}
 
@@ -323,26 +323,8 @@ func run(ctx context.Context, args []string) int {
 		defer opsServer.Close()
 	}
 
-	// The first line says what the worker enforces; a warning for each
-	// task type left unthrottled, the operations server and the SIGHUP
-	// reloads follow it.
-	logger.Info("worker started", "redis", cli.DescribeRedis(*redisURL), "enforces", policies.Current().Summary(),
-		"sms", providerName(webhook), "email", emailProviderName(smtpProvider),
-		"concurrency", *concurrency, "queues", *queues, "max_hold", *maxHold, "provider_hold", *providerHold,
-		"decision_timeout", *decisionTimeout, "fail_open", *failOpen, "metrics_addr", *metricsAddr)
-	for _, t := range srv.Unthrottled() {
-		logger.Warn("task type runs unthrottled: the policies have no rules for it", "task_type", t)
-	}
-	if opsServer != nil {
-		go func() {
-			if err := opsServer.Serve(ops); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("operations server stopped", "err", err)
-			}
-		}()
-		logger.Info("operations server listening", "addr", ops.Addr().String(),
-			"endpoints", "/metrics /healthz /readyz /")
-	}
-
+	// SIGHUP is caught before the first line, so that a reload sent as it
+	// appears does not end the worker (SIGHUP's default action).
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -355,6 +337,25 @@ func run(ctx context.Context, args []string) int {
 			logger.Info("policies reloaded", "enforces", policies.Current().Summary())
 		}
 	}()
+
+	// The first line says what the worker enforces; a warning for each
+	// task type left unthrottled and the operations server's line follow.
+	logger.Info("worker started", "redis", cli.DescribeRedis(*redisURL), "enforces", policies.Current().Summary(),
+		"sms", providerName(webhook), "email", emailProviderName(smtpProvider),
+		"concurrency", *concurrency, "queues", *queues, "max_hold", *maxHold, "provider_hold", *providerHold,
+		"decision_timeout", *decisionTimeout, "fail_open", *failOpen, "metrics_addr", *metricsAddr)
+	for _, t := range srv.Unthrottled() {
+		logger.Warn("task type runs unthrottled: the policies enforce no rule for it", "task_type", t)
+	}
+	if opsServer != nil {
+		go func() {
+			if err := opsServer.Serve(ops); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("operations server stopped", "err", err)
+			}
+		}()
+		logger.Info("operations server listening", "addr", ops.Addr().String(),
+			"endpoints", "/metrics /healthz /readyz /")
+	}
 
 	if err := srv.Run(ctx); err != nil {
 		return fail(err)
@@ -383,16 +384,16 @@ func runDemo(ctx context.Context, redisURL, policiesPath string, tasks int, leve
 		cfg.Policies = policies
 	}
 	err := demo.Run(ctx, cfg)
-	if err == nil {
+	switch {
+	case err == nil:
 		return 0
-	}
-	if !errors.Is(err, demo.ErrFailed) && !errors.Is(err, demo.ErrInterrupted) { // else the last line said why
-		fmt.Fprintln(os.Stderr, "worker:", err)
-	}
-	if errors.Is(err, demo.ErrInterrupted) {
+	case errors.Is(err, demo.ErrInterrupted): // the last line said so
 		return 130
+	case errors.Is(err, demo.ErrFailed): // the verdict said why
+		return 1
 	}
-	return 1
+	fmt.Fprintln(os.Stderr, "worker:", err)
+	return cli.ExitStatus(err)
 }
 
 // providerName names the SMS provider for the log, the webhook's URL
@@ -411,6 +412,14 @@ func emailProviderName(smtp *worker.SMTP) string {
 		return fmt.Sprintf("smtp %s (STARTTLS %s)", smtp.Addr, smtp.StartTLS)
 	}
 	return "log"
+}
+
+// isSet reports whether the flag name of fs was set, on the command line
+// or from the environment.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // parseQueues reads "name=prio,name=prio".

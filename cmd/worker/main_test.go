@@ -174,6 +174,7 @@ func TestStartupErrors(t *testing.T) {
 		{"zero check interval", []string{"--check-interval", "0s"}, 2, "worker: --check-interval 0s: must be more than 0\n"},
 		{"no concurrency", []string{"--concurrency", "0"}, 2, "worker: --concurrency 0: must be at least 1\n"},
 		{"bad provider hold", []string{"--provider-hold", "everyone"}, 2, `worker: --provider-hold "everyone": use account or tenant` + "\n"},
+		{"STARTTLS without SMTP", []string{"--smtp-starttls", "off"}, 2, "worker: --smtp-from, --smtp-user, --smtp-starttls and SLUICE_SMTP_PASSWORD need --smtp-addr (SLUICE_SMTP_ADDR)\n"},
 		{"two SMS providers", []string{"--sms-log", "--sms-webhook", "http://127.0.0.1:1"}, 2, "worker: --sms-webhook and --sms-log both choose the SMS provider; give one\n"},
 		{"no Redis", append([]string{"--policies", policies}, logs...), 2, "worker: no Redis: set --redis or REDIS_URL\n"},
 		{"bad Redis URL", append([]string{"--policies", policies, "--redis", "http://127.0.0.1:1"}, logs...), 2, `worker: --redis "http://127.0.0.1:1": scheme "http": use redis://, redis+cluster:// or redis+sentinel:// (rediss for TLS: rediss://, rediss+cluster://, rediss+sentinel://)` + "\n"},

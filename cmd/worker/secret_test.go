@@ -77,7 +77,7 @@ func TestSecretErrors(t *testing.T) {
 		{"token file empty", []string{"SLUICE_SMS_WEBHOOK_TOKEN_FILE=" + empty}, nil,
 			"worker: SLUICE_SMS_WEBHOOK_TOKEN_FILE: the file it names is empty\n"},
 		{"password without SMTP", []string{"SLUICE_SMTP_PASSWORD=" + smtpPassword}, nil,
-			"worker: --smtp-from, --smtp-user and SLUICE_SMTP_PASSWORD need --smtp-addr (SLUICE_SMTP_ADDR)\n"},
+			"worker: --smtp-from, --smtp-user, --smtp-starttls and SLUICE_SMTP_PASSWORD need --smtp-addr (SLUICE_SMTP_ADDR)\n"},
 		{"token without webhook", []string{"SLUICE_SMS_WEBHOOK_TOKEN_FILE=" + writeSecret(t, webhookToken)}, nil,
 			"worker: SLUICE_SMS_WEBHOOK_TOKEN needs --sms-webhook (SLUICE_SMS_WEBHOOK)\n"},
 		{"bad webhook URL", nil, []string{"--sms-webhook", urlUser + ":" + urlPassword + "@sms.example/send"},

@@ -32,7 +32,7 @@ func TestStartLines(t *testing.T) {
 		args []string
 		last string // the message of the last line to read
 	}{
-		{"plain", nil, "task type runs unthrottled: the policies have no rules for it"},
+		{"plain", nil, "task type runs unthrottled: the policies enforce no rule for it"},
 		{"with the operations server", []string{"--metrics-addr", "127.0.0.1:0"}, "operations server listening"},
 	}
 	for _, tc := range cases {
@@ -83,7 +83,7 @@ func TestStartLines(t *testing.T) {
 			for _, l := range lines {
 				msgs = append(msgs, l.Msg)
 			}
-			want := []string{"worker started", "task type runs unthrottled: the policies have no rules for it"}
+			want := []string{"worker started", "task type runs unthrottled: the policies enforce no rule for it"}
 			if tc.last != want[1] {
 				want = append(want, tc.last)
 			}

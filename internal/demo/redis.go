@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
@@ -43,18 +42,12 @@ func openBroker(ctx context.Context, url string) (*broker, error) {
 		}
 		return &broker{rdb: rdb, embedded: m, addr: m.Addr()}, nil
 	}
-	rdb, err := cli.RedisClient(url)
+	// As the worker connects: the error says what answered and how.
+	rdb, err := cli.Connect(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	addr := cli.DescribeRedis(url) // not the URL: it may hold a password
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pingCtx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("Redis at %s unreachable: %v", addr, err)
-	}
-	return &broker{rdb: rdb, addr: addr}, nil
+	return &broker{rdb: rdb, addr: cli.DescribeRedis(url)}, nil // not the URL: it may hold a password
 }
 
 // close closes the connection, and stops the embedded Redis.
