@@ -35,17 +35,20 @@ var (
 	ErrInvalidConfig = errors.New("invalid limiter configuration")
 )
 
-// quoteKey quotes a key (or group) for an error message, cut short so that a
-// 1 MB key does not make a 1 MB message. The cut backs off to the start of a
-// UTF-8 character rather than split one into escaped bytes.
-func quoteKey(key string) string {
+// Quote quotes s for an error message or a response, as %q does, cut short
+// after 64 bytes so that a 1 MB key does not make a 1 MB message: the
+// cut string is followed by "... (N bytes)", N being len(s). The cut backs
+// off to the start of a UTF-8 character rather than split one into escaped
+// bytes. The limiter's errors and throttle/httplimit's quote keys, groups,
+// names and addresses with it, so all read alike.
+func Quote(s string) string {
 	const max = 64
-	if len(key) <= max {
-		return fmt.Sprintf("%q", key)
+	if len(s) <= max {
+		return fmt.Sprintf("%q", s)
 	}
 	cut := max
-	for cut > max-utf8.UTFMax && !utf8.RuneStart(key[cut]) {
+	for cut > max-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return fmt.Sprintf("%q... (%d bytes)", key[:cut], len(key))
+	return fmt.Sprintf("%q... (%d bytes)", s[:cut], len(s))
 }

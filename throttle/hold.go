@@ -21,7 +21,7 @@ func (l *Limiter) Hold(ctx context.Context, key string, d time.Duration) error {
 	}
 	rk, err := l.redisKey(key)
 	if err != nil {
-		return fmt.Errorf("throttle: hold %s: %w", quoteKey(key), err)
+		return fmt.Errorf("throttle: hold %s: %w", Quote(key), err)
 	}
 	if d <= 0 {
 		return nil
@@ -36,7 +36,7 @@ func (l *Limiter) Hold(ctx context.Context, key string, d time.Duration) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("throttle: hold %s: %w", quoteKey(key), err)
+		return fmt.Errorf("throttle: hold %s: %w", Quote(key), err)
 	}
 	return nil
 }
@@ -48,11 +48,11 @@ func (l *Limiter) HeldFor(ctx context.Context, key string) (time.Duration, error
 	}
 	rk, err := l.redisKey(key)
 	if err != nil {
-		return 0, fmt.Errorf("throttle: held for %s: %w", quoteKey(key), err)
+		return 0, fmt.Errorf("throttle: held for %s: %w", Quote(key), err)
 	}
 	ttl, err := l.rdb.PTTL(ctx, rk.hold).Result()
 	if err != nil {
-		return 0, fmt.Errorf("throttle: held for %s: %w", quoteKey(key), err)
+		return 0, fmt.Errorf("throttle: held for %s: %w", Quote(key), err)
 	}
 	// PTTL answers -2 for no key and -1 for a key without expiry, which Hold
 	// never makes; go-redis returns them as durations of -2 and -1 ns.

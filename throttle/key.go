@@ -100,7 +100,7 @@ func (l *Limiter) RedisKey(key string) (string, error) {
 	}
 	rk, err := l.redisKey(key)
 	if err != nil {
-		return "", fmt.Errorf("throttle: key %s: %w", quoteKey(key), err)
+		return "", fmt.Errorf("throttle: key %s: %w", Quote(key), err)
 	}
 	return rk.window, nil
 }
@@ -117,11 +117,11 @@ func (l *Limiter) RedisKeyFor(key string, a Algorithm) (string, error) {
 		return "", l.err
 	}
 	if !a.valid() {
-		return "", fmt.Errorf("throttle: key %s: %w", quoteKey(key), errUnknownAlgorithm(a))
+		return "", fmt.Errorf("throttle: key %s: %w", Quote(key), errUnknownAlgorithm(a))
 	}
 	rk, err := l.redisKey(key)
 	if err != nil {
-		return "", fmt.Errorf("throttle: key %s: %w", quoteKey(key), err)
+		return "", fmt.Errorf("throttle: key %s: %w", Quote(key), err)
 	}
 	return rk.forAlgorithm(a), nil
 }

@@ -135,10 +135,10 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	rk, err := l.redisKey(key)
 	if err != nil {
-		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
+		return fmt.Errorf("throttle: reset %s: %w", Quote(key), err)
 	}
 	if err := l.rdb.Del(ctx, rk.window, rk.hold, rk.slidingWindow, rk.gcra, rk.fixedWindow).Err(); err != nil {
-		return fmt.Errorf("throttle: reset %s: %w", quoteKey(key), err)
+		return fmt.Errorf("throttle: reset %s: %w", Quote(key), err)
 	}
 	return nil
 }

@@ -121,7 +121,7 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 	// message of a single-check call already names its key.
 	failCheck := func(c Check, err error) (MultiDecision, error) {
 		if n > 1 {
-			err = fmt.Errorf("key %s: %w", quoteKey(c.Key), err)
+			err = fmt.Errorf("key %s: %w", Quote(c.Key), err)
 		}
 		return fail(err)
 	}
@@ -141,11 +141,11 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 			group = rk.group
 		} else if rk.group != group {
 			return fail(fmt.Errorf("%w: key %s is in group %s, key %s in %s", ErrMixedGroups,
-				quoteKey(checks[0].Key), quoteKey(l.group(checks[0].Key)), quoteKey(c.Key), quoteKey(l.group(c.Key))))
+				Quote(checks[0].Key), Quote(l.group(checks[0].Key)), Quote(c.Key), Quote(l.group(c.Key))))
 		}
 		key := rk.forAlgorithm(c.Policy.Algorithm)
 		if slices.Contains(keys[:i], key) {
-			return fail(fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, quoteKey(c.Key)))
+			return fail(fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, Quote(c.Key)))
 		}
 		keys[i] = key
 		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, c.Policy.Algorithm.String())
@@ -228,7 +228,7 @@ func describe(checks []Check) string {
 	case 0:
 		return "no keys"
 	case 1:
-		return quoteKey(checks[0].Key)
+		return Quote(checks[0].Key)
 	}
-	return quoteKey(checks[0].Key) + " and " + strconv.Itoa(len(checks)-1) + " more"
+	return Quote(checks[0].Key) + " and " + strconv.Itoa(len(checks)-1) + " more"
 }

@@ -8,7 +8,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // ErrBadKey is wrapped by the error of a KeyFunc when the request carries no
@@ -132,7 +133,7 @@ func ClientIP(cfg *IPConfig) (KeyFunc, error) {
 	return func(r *http.Request) (string, error) {
 		peer, ok := parseIP(r.RemoteAddr)
 		if !ok {
-			return "", fmt.Errorf("httplimit: the connection's remote address %s is not an IP address", quote(r.RemoteAddr))
+			return "", fmt.Errorf("httplimit: the connection's remote address %s is not an IP address", throttle.Quote(r.RemoteAddr))
 		}
 		client, err := forwardedClient(peer, r.Header.Values("X-Forwarded-For"), trusted)
 		if err != nil {
@@ -168,7 +169,7 @@ func forwardedClient(peer netip.Addr, xff []string, trusted []netip.Prefix) (net
 			}
 			a, ok := parseIP(entry)
 			if !ok {
-				return netip.Addr{}, fmt.Errorf("%w: X-Forwarded-For names %s where a client address should be", ErrBadKey, quote(entry))
+				return netip.Addr{}, fmt.Errorf("%w: X-Forwarded-For names %s where a client address should be", ErrBadKey, throttle.Quote(entry))
 			}
 			client = a
 		}
@@ -197,19 +198,4 @@ func parseIP(s string) (netip.Addr, bool) {
 		a = ap.Addr()
 	}
 	return a.WithZone("").Unmap(), true
-}
-
-// quote quotes s for a message, cut short so that a 1 MB value does not
-// make a 1 MB message or response. The cut backs off to the start of a
-// UTF-8 character rather than split one.
-func quote(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return fmt.Sprintf("%q", s)
-	}
-	cut := max
-	for cut > max-utf8.UTFMax && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q... (%d bytes)", s[:cut], len(s))
 }

@@ -199,7 +199,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 	checks := make([]throttle.Check, len(rules))
 	for i, rule := range rules {
 		if !validName(rule.Name) {
-			err := fmt.Errorf("httplimit: rule %d's name %s is not printable ASCII, as RateLimit-Policy needs", i+1, quote(rule.Name))
+			err := fmt.Errorf("httplimit: rule %d's name %s is not printable ASCII, as RateLimit-Policy needs", i+1, throttle.Quote(rule.Name))
 			m.logger.Error("httplimit: invalid rules", "err", err)
 			m.reject(w, r, Rejection{Status: http.StatusInternalServerError, Err: err})
 			return false

@@ -54,7 +54,7 @@ func Limits(limits ...Limit) (RuleFunc, error) {
 	seen := make(map[string]bool, len(limits))
 	for i, l := range limits {
 		if !limitNameRE.MatchString(l.Name) {
-			return nil, fmt.Errorf("httplimit: limit %d: name %s must be 1 to 64 letters, digits, '.', '_' or '-'", i+1, quote(l.Name))
+			return nil, fmt.Errorf("httplimit: limit %d: name %s must be 1 to 64 letters, digits, '.', '_' or '-'", i+1, throttle.Quote(l.Name))
 		}
 		if seen[l.Name] {
 			return nil, fmt.Errorf("httplimit: limit %d: name %q is used twice", i+1, l.Name)
