@@ -105,15 +105,5 @@ func validateAddress(field, s string) error {
 // anything after the object is an error. Every error matches ErrInvalid; one
 // about a field is a *FieldError naming it.
 func DecodeEmail(payload []byte) (Email, error) {
-	if err := CheckPayloadSize(payload); err != nil {
-		return Email{}, wrapDecode(TypeEmail, err)
-	}
-	var m Email
-	if err := decode(payload, &m); err != nil {
-		return Email{}, wrapDecode(TypeEmail, err)
-	}
-	if err := m.Validate(); err != nil {
-		return Email{}, wrapDecode(TypeEmail, err)
-	}
-	return m, nil
+	return decodeMessage[Email](TypeEmail, payload)
 }

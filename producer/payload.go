@@ -50,9 +50,24 @@ func decode(payload []byte, v any) error {
 	return nil
 }
 
-// wrapDecode says which payload failed to decode.
-func wrapDecode(typ string, err error) error {
-	return fmt.Errorf("producer: decode %s payload: %w", typ, err)
+// decodeMessage parses and validates the payload of a task of type typ
+// into an M, for DecodeSMS and DecodeEmail: the size first (the payload is
+// refused unread when too large), then strict JSON, then M's Validate. Its
+// errors say which type of payload failed, and on error the M is zero.
+func decodeMessage[M message](typ string, payload []byte) (M, error) {
+	var m M
+	err := CheckPayloadSize(payload)
+	if err == nil {
+		err = decode(payload, &m)
+	}
+	if err == nil {
+		err = m.Validate()
+	}
+	if err != nil {
+		var zero M
+		return zero, fmt.Errorf("producer: decode %s payload: %w", typ, err)
+	}
+	return m, nil
 }
 
 // MaxPayload is the largest payload a task may have, in bytes of JSON as

@@ -53,15 +53,5 @@ func (m SMS) Validate() error {
 // after the object is an error. Every error matches ErrInvalid; one about a
 // field is a *FieldError naming it.
 func DecodeSMS(payload []byte) (SMS, error) {
-	if err := CheckPayloadSize(payload); err != nil {
-		return SMS{}, wrapDecode(TypeSMS, err)
-	}
-	var m SMS
-	if err := decode(payload, &m); err != nil {
-		return SMS{}, wrapDecode(TypeSMS, err)
-	}
-	if err := m.Validate(); err != nil {
-		return SMS{}, wrapDecode(TypeSMS, err)
-	}
-	return m, nil
+	return decodeMessage[SMS](TypeSMS, payload)
 }
