@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/rediskeys"
 )
 
 // broker is the Redis a demo runs on: the user's, or one embedded in the
@@ -78,25 +78,7 @@ func (b *broker) cleanup(ctx context.Context, queue, prefix string) error {
 // deleteKeys deletes the keys that match pattern, on every master of a
 // Redis Cluster.
 func (b *broker) deleteKeys(ctx context.Context, pattern string) error {
-	var (
-		keys []string
-		mu   sync.Mutex // ForEachMaster scans the masters at once
-	)
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
-		for iter.Next(ctx) {
-			mu.Lock()
-			keys = append(keys, iter.Val())
-			mu.Unlock()
-		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
-	} else {
-		err = scan(ctx, b.rdb)
-	}
+	keys, err := rediskeys.Scan(ctx, b.rdb, pattern)
 	if err != nil {
 		return fmt.Errorf("find the demo's keys %s: %w", pattern, err)
 	}

@@ -30,6 +30,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+
+	"github.com/sluicehq/sluice/internal/rediskeys"
 )
 
 // DefaultImage is the Redis image used when REDIS_IMAGE is not set.
@@ -142,27 +144,7 @@ func random() string {
 // client it looks on every master.
 func Keys(tb testing.TB, rdb redis.UniversalClient, prefix string) []string {
 	tb.Helper()
-	ctx := context.Background()
-	var keys []string
-	var kmu sync.Mutex
-	scan := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			kmu.Lock()
-			keys = append(keys, iter.Val())
-			kmu.Unlock()
-		}
-		return iter.Err()
-	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, scan)
-	case *redis.Client:
-		err = scan(ctx, c)
-	default:
-		tb.Fatalf("redistest: Keys: unsupported client %T", rdb)
-	}
+	keys, err := rediskeys.Scan(context.Background(), rdb, prefix+"*")
 	if err != nil {
 		tb.Fatalf("redistest: scan %s*: %v", prefix, err)
 	}
