@@ -179,15 +179,17 @@ func TestServerOnDecision(t *testing.T) {
 	events := make(decisionRecorder, 10)
 	sent := make(smsRecorder, 10)
 	srv, err := worker.NewServer(rdb, worker.Config{
-		Policies:                 worker.StaticPolicies(p),
-		SMS:                      sent,
-		Email:                    worker.LogProvider{},
-		Queues:                   map[string]int{q: 1},
-		Prefix:                   prefix,
-		DelayedTaskCheckInterval: serverCheckInterval,
-		ShutdownTimeout:          5 * time.Second,
-		Logger:                   slog.New(slog.DiscardHandler),
-		OnDecision:               events.record,
+		ThrottleConfig: worker.ThrottleConfig{
+			DelayedTaskCheckInterval: serverCheckInterval,
+			Logger:                   slog.New(slog.DiscardHandler),
+			OnDecision:               events.record,
+		},
+		Policies:        worker.StaticPolicies(p),
+		SMS:             sent,
+		Email:           worker.LogProvider{},
+		Queues:          map[string]int{q: 1},
+		Prefix:          prefix,
+		ShutdownTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

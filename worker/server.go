@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"time"
 
@@ -18,6 +17,14 @@ import (
 
 // Config configures a Server. Zero fields take the defaults given.
 type Config struct {
+	// ThrottleConfig configures the Server's Throttle middleware: the
+	// failure mode, the decision timeout, holds, the logger (which gets
+	// asynq's logs too) and the OnDecision hook. Its two intervals are
+	// also given to asynq, and default to DefaultCheckInterval and
+	// DefaultFetchInterval, not to asynq's own defaults: asynq's 5 s would
+	// let a throttled task come back up to 5 s late.
+	ThrottleConfig
+
 	// Policies are the rules the worker enforces; required.
 	Policies *PolicyFile
 
@@ -30,56 +37,21 @@ type Config struct {
 	SMS   SMSProvider
 	Email EmailProvider
 
-	// Concurrency is how many tasks run at once in this process; default 10.
+	// Concurrency is how many tasks run at once in this process; default
+	// DefaultConcurrency.
 	Concurrency int
 
 	// Queues maps queue names to priorities, as asynq.Config.Queues; default
 	// {"default": 1}.
 	Queues map[string]int
 
-	// DelayedTaskCheckInterval is how often tasks due in the retry and
-	// scheduled sets move to their queue: the lateness a throttled task can
-	// have on top of asynq's whole-second retry times. Default 250 ms
-	// (asynq's own default is 5 s).
-	DelayedTaskCheckInterval time.Duration
-
-	// FetchInterval is how often an idle worker looks for tasks when its
-	// queues are empty (asynq's TaskCheckInterval, whose default is 1 s): a
-	// task moved from the retry set to an empty queue waits up to this long
-	// to be fetched. Default 100 ms.
-	FetchInterval time.Duration
-
 	// ShutdownTimeout is how long Shutdown waits for running tasks before
-	// asynq puts them back in their queue; default 30 s.
+	// asynq puts them back in their queue; default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
 	// Prefix starts the limiter's Redis keys; default throttle.DefaultPrefix.
 	// Every worker sharing limits must use the same.
 	Prefix string
-
-	// FailureMode says what to do when the limiter cannot decide; default
-	// FailClosed.
-	FailureMode FailureMode
-
-	// LimiterRetry is how long a task waits when the limiter could not
-	// decide (FailClosed); default 1 s.
-	LimiterRetry time.Duration
-
-	// DecisionTimeout bounds each Redis call a task makes before its
-	// provider: past it the limiter has not decided, and FailureMode says
-	// what follows. Default DefaultDecisionTimeout, 1 s. See
-	// ThrottleConfig.DecisionTimeout: rdb must honour context deadlines
-	// (redis.Options.ContextTimeoutEnabled) for the bound to hold.
-	DecisionTimeout time.Duration
-
-	// MaxHold is the longest a denied task waits in the worker for its
-	// place in line before it goes back through the retry set; default 2 s,
-	// negative for never. See ThrottleConfig.MaxHold.
-	MaxHold time.Duration
-
-	// ProviderHold says whose sends a provider's 429 holds back; default
-	// HoldAccount.
-	ProviderHold HoldScope
 
 	// RetryDelay is the backoff for real failures; nil means asynq's
 	// default (exponential with jitter).
@@ -93,14 +65,6 @@ type Config struct {
 	// for concurrent use and quick. Nil means none. The demo
 	// (worker --demo) counts throttled returns with it.
 	ErrorHandler asynq.ErrorHandler
-
-	// Logger receives the worker's logs and asynq's; nil means
-	// slog.Default().
-	Logger *slog.Logger
-
-	// OnDecision, when set, is called after every limiter call of the
-	// worker's Throttle; see ThrottleConfig.OnDecision. Nil means none.
-	OnDecision func(DecisionEvent)
 
 	// Metrics, when set, count the worker's decisions, its providers'
 	// answers and its throttled returns. Nil means none.
@@ -140,107 +104,30 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if cfg.Email == nil {
 		return nil, fmt.Errorf("worker: no email provider (Config.Email): the worker would archive every %s task unsent", producer.TypeEmail)
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	rdb.AddHook(SyncHook{})
-	prefix := cfg.Prefix
-	if prefix == "" {
-		prefix = throttle.DefaultPrefix
-	}
-	interval := cfg.DelayedTaskCheckInterval
-	if interval == 0 {
-		interval = 250 * time.Millisecond
-	}
-	fetch := cfg.FetchInterval
-	if fetch <= 0 {
-		fetch = 100 * time.Millisecond
-	}
 	// Batching: the decisions of tasks that start while others are being
 	// decided go to Redis together, one pipeline instead of a round trip
 	// each. A lone decision is sent at once, as without batching, so it
 	// costs nothing when tasks do not overlap.
-	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix), throttle.WithBatching(nil))
-	// Each decision goes to the metrics, the activity, then the caller's
-	// hook; each provider's answer to the metrics and the activity.
-	var observers []func(DecisionEvent)
-	var answers []func(provider string, err error)
-	if m := cfg.Metrics; m != nil {
-		observers = append(observers, m.ObserveDecision)
-		answers = append(answers, m.ObserveProvider)
-	}
-	if a := cfg.Activity; a != nil {
-		observers = append(observers, a.ObserveDecision)
-		answers = append(answers, a.ObserveProvider)
-	}
-	sms, email := cfg.SMS, cfg.Email
-	if len(answers) > 0 {
-		sms = observedSMS{p: sms, answers: answers}
-		email = observedEmail{p: email, answers: answers}
-	}
-	if cfg.OnDecision != nil {
-		observers = append(observers, cfg.OnDecision)
-	}
-	var onDecision func(DecisionEvent)
-	switch len(observers) {
-	case 0:
-	case 1:
-		onDecision = observers[0]
-	default:
-		onDecision = func(e DecisionEvent) {
-			for _, o := range observers {
-				o(e)
-			}
-		}
-	}
-	t, err := NewThrottle(limiter, cfg.Policies, &ThrottleConfig{
-		FailureMode:              cfg.FailureMode,
-		LimiterRetry:             cfg.LimiterRetry,
-		DecisionTimeout:          cfg.DecisionTimeout,
-		MaxHold:                  cfg.MaxHold,
-		DelayedTaskCheckInterval: interval,
-		FetchInterval:            fetch,
-		ProviderHold:             cfg.ProviderHold,
-		Logger:                   logger,
-		OnDecision:               onDecision,
-	})
+	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(cfg.Prefix), throttle.WithBatching(nil))
+	sms, email := cfg.observeProviders()
+	tc := cfg.ThrottleConfig
+	tc.OnDecision = cfg.onDecision()
+	t, err := NewThrottle(limiter, cfg.Policies, &tc)
 	if err != nil {
 		return nil, err
 	}
-	errorHandler := ErrorHandler(logger)
-	if m := cfg.Metrics; m != nil {
-		own := errorHandler
-		errorHandler = asynq.ErrorHandlerFunc(func(ctx context.Context, task *asynq.Task, err error) {
-			own.HandleError(ctx, task, err)
-			m.ObserveThrottled(task.Type(), err)
-		})
-	}
-	if extra := cfg.ErrorHandler; extra != nil {
-		own := errorHandler
-		errorHandler = asynq.ErrorHandlerFunc(func(ctx context.Context, task *asynq.Task, err error) {
-			own.HandleError(ctx, task, err)
-			extra.HandleError(ctx, task, err)
-		})
-	}
-	shutdown := cfg.ShutdownTimeout
-	if shutdown == 0 {
-		shutdown = 30 * time.Second
-	}
-	concurrency := cfg.Concurrency
-	if concurrency <= 0 {
-		concurrency = 10
-	}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Concurrency:              concurrency,
+		Concurrency:              cfg.Concurrency,
 		Queues:                   cfg.Queues,
-		DelayedTaskCheckInterval: interval,
-		TaskCheckInterval:        fetch,
-		ShutdownTimeout:          shutdown,
+		DelayedTaskCheckInterval: cfg.DelayedTaskCheckInterval,
+		TaskCheckInterval:        cfg.FetchInterval,
+		ShutdownTimeout:          cfg.ShutdownTimeout,
 		IsFailure:                IsFailure,
 		RetryDelayFunc:           RetryDelay(cfg.RetryDelay),
-		ErrorHandler:             errorHandler,
-		Logger:                   asynqLogger{logger},
+		ErrorHandler:             cfg.errorHandler(),
+		Logger:                   asynqLogger{cfg.Logger},
 		LogLevel:                 asynq.WarnLevel,
 	})
 	return &Server{
@@ -249,8 +136,94 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		srv:      srv,
 		handler:  t.Middleware(Handler(sms, email)),
 		throttle: t,
-		logger:   logger,
+		logger:   cfg.Logger,
 	}, nil
+}
+
+// withDefaults returns c with each zero setting that a Server fills set
+// to its default.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Prefix == "" {
+		c.Prefix = throttle.DefaultPrefix
+	}
+	if c.DelayedTaskCheckInterval <= 0 {
+		c.DelayedTaskCheckInterval = DefaultCheckInterval
+	}
+	if c.FetchInterval <= 0 {
+		c.FetchInterval = DefaultFetchInterval
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	return c
+}
+
+// observeProviders returns c's providers, wrapped so that the metrics and
+// the activity, when c has them, see each answer.
+func (c Config) observeProviders() (SMSProvider, EmailProvider) {
+	var answers []func(provider string, err error)
+	if c.Metrics != nil {
+		answers = append(answers, c.Metrics.ObserveProvider)
+	}
+	if c.Activity != nil {
+		answers = append(answers, c.Activity.ObserveProvider)
+	}
+	if len(answers) == 0 {
+		return c.SMS, c.Email
+	}
+	return observedSMS{p: c.SMS, answers: answers}, observedEmail{p: c.Email, answers: answers}
+}
+
+// onDecision returns the hook that gives each decision to the metrics, the
+// activity, then c.OnDecision, those that c has; nil for none.
+func (c Config) onDecision() func(DecisionEvent) {
+	var observers []func(DecisionEvent)
+	if c.Metrics != nil {
+		observers = append(observers, c.Metrics.ObserveDecision)
+	}
+	if c.Activity != nil {
+		observers = append(observers, c.Activity.ObserveDecision)
+	}
+	if c.OnDecision != nil {
+		observers = append(observers, c.OnDecision)
+	}
+	switch len(observers) {
+	case 0:
+		return nil
+	case 1:
+		return observers[0]
+	}
+	return func(e DecisionEvent) {
+		for _, o := range observers {
+			o(e)
+		}
+	}
+}
+
+// errorHandler returns asynq's error handler for a Server of c: the
+// worker's logging (ErrorHandler), then the metrics' count of throttled
+// returns and c.ErrorHandler, those that c has.
+func (c Config) errorHandler() asynq.ErrorHandler {
+	handlers := []asynq.ErrorHandler{ErrorHandler(c.Logger)}
+	if m := c.Metrics; m != nil {
+		handlers = append(handlers, asynq.ErrorHandlerFunc(func(_ context.Context, task *asynq.Task, err error) {
+			m.ObserveThrottled(task.Type(), err)
+		}))
+	}
+	if c.ErrorHandler != nil {
+		handlers = append(handlers, c.ErrorHandler)
+	}
+	return asynq.ErrorHandlerFunc(func(ctx context.Context, task *asynq.Task, err error) {
+		for _, h := range handlers {
+			h.HandleError(ctx, task, err)
+		}
+	})
 }
 
 // Run starts the server, runs until ctx is done, then shuts down gracefully:
@@ -293,16 +266,4 @@ func (s *Server) Ready(ctx context.Context) error {
 		return fmt.Errorf("redis: %w", err)
 	}
 	return nil
-}
-
-// asynqLogger sends asynq's logs to slog.
-type asynqLogger struct{ l *slog.Logger }
-
-func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), "from", "asynq") }
-func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), "from", "asynq") }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), "from", "asynq") }
-func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "from", "asynq") }
-func (a asynqLogger) Fatal(args ...any) {
-	a.l.Error(fmt.Sprint(args...), "from", "asynq")
-	os.Exit(1) // asynq's Logger contract: Fatal does not return
 }

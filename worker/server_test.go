@@ -50,15 +50,17 @@ func TestServerErrorHandler(t *testing.T) {
 	calls := make(chan handled, 10)
 	sent := make(smsRecorder, 10)
 	srv, err := worker.NewServer(rdb, worker.Config{
-		Policies:                 worker.StaticPolicies(p),
-		SMS:                      sent,
-		Email:                    worker.LogProvider{},
-		Queues:                   map[string]int{q: 1},
-		Prefix:                   prefix,
-		MaxHold:                  -1,
-		DelayedTaskCheckInterval: serverCheckInterval,
-		ShutdownTimeout:          5 * time.Second,
-		Logger:                   logger,
+		ThrottleConfig: worker.ThrottleConfig{
+			MaxHold:                  -1,
+			DelayedTaskCheckInterval: serverCheckInterval,
+			Logger:                   logger,
+		},
+		Policies:        worker.StaticPolicies(p),
+		SMS:             sent,
+		Email:           worker.LogProvider{},
+		Queues:          map[string]int{q: 1},
+		Prefix:          prefix,
+		ShutdownTimeout: 5 * time.Second,
 		ErrorHandler: asynq.ErrorHandlerFunc(func(_ context.Context, task *asynq.Task, err error) {
 			calls <- handled{task.Headers()[producer.HeaderTenant], err, strings.Count(logs.String(), "\n")}
 		}),

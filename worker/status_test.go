@@ -277,15 +277,17 @@ func TestStatusPage(t *testing.T) {
 	policies, activity := worker.StaticPolicies(p), worker.NewActivity(nil)
 	sent := make(smsRecorder, 10)
 	srv, err := worker.NewServer(rdb, worker.Config{
-		Policies:                 policies,
-		SMS:                      sent,
-		Email:                    worker.LogProvider{},
-		Queues:                   map[string]int{q: 1},
-		Prefix:                   prefix,
-		MaxHold:                  -1, // the denied go to the retry set
-		DelayedTaskCheckInterval: serverCheckInterval,
-		ShutdownTimeout:          5 * time.Second,
-		Activity:                 activity,
+		ThrottleConfig: worker.ThrottleConfig{
+			MaxHold:                  -1, // the denied go to the retry set
+			DelayedTaskCheckInterval: serverCheckInterval,
+		},
+		Policies:        policies,
+		SMS:             sent,
+		Email:           worker.LogProvider{},
+		Queues:          map[string]int{q: 1},
+		Prefix:          prefix,
+		ShutdownTimeout: 5 * time.Second,
+		Activity:        activity,
 	})
 	if err != nil {
 		t.Fatal(err)

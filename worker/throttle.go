@@ -17,211 +17,6 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// ThrottledError is returned by a task handler when the task must wait: the
-// limiter denied it, or the provider answered 429. It is not a failure: it
-// does not spend the task's retry budget, and the task runs again after
-// RetryAfter through asynq's retry set, keeping its ID. For a limiter
-// denial, RetryAfter can be shortly before the task's place in line: the
-// worker that runs it then waits in process for the rest (see
-// ThrottleConfig.MaxHold).
-type ThrottledError struct {
-	// RetryAfter is when the task should run again.
-	RetryAfter time.Duration
-
-	// By names what held the task back: a rule of the policies file, the
-	// provider, or the limiter being unreachable.
-	By string
-
-	// Err is the cause, when there is one (a Redis error, a provider reply).
-	Err error
-
-	// FromProvider is set by providers for a 429: the Throttle middleware
-	// then holds back other tasks of the same account (or tenant) in every
-	// worker until RetryAfter.
-	FromProvider bool
-}
-
-func (e *ThrottledError) Error() string {
-	msg := fmt.Sprintf("throttled by %s; back in %v", e.By, e.RetryAfter.Round(time.Millisecond))
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-func (e *ThrottledError) Unwrap() error { return e.Err }
-
-// IsThrottled reports whether err is, or wraps, a ThrottledError.
-func IsThrottled(err error) bool {
-	var te *ThrottledError
-	return errors.As(err, &te)
-}
-
-// IsFailure is asynq's Config.IsFailure for Sluice: a throttled task has not
-// failed, so its retry count stays and failure statistics stay clean.
-func IsFailure(err error) bool { return !IsThrottled(err) }
-
-// RetryDelay returns asynq's Config.RetryDelayFunc for Sluice: a throttled
-// task comes back at its RetryAfter, rounded up to the next whole second
-// because asynq v0.26 stores retry times as whole Unix seconds (truncated: a
-// task due at 12:00:00.400 would otherwise come back at 12:00:00 and be
-// denied again). A task recovered from a worker that died
-// (asynq.ErrLeaseExpired) comes back at once; it still counts as a failure,
-// so that a task that kills its workers cannot do so forever. Other errors
-// get fallback, or asynq's default when nil.
-func RetryDelay(fallback asynq.RetryDelayFunc) asynq.RetryDelayFunc {
-	if fallback == nil {
-		fallback = asynq.DefaultRetryDelayFunc
-	}
-	return func(n int, err error, task *asynq.Task) time.Duration {
-		var te *ThrottledError
-		switch {
-		case errors.As(err, &te):
-			return ceilToSecond(time.Now(), te.RetryAfter)
-		case errors.Is(err, asynq.ErrLeaseExpired):
-			// asynq's recoverer gives back the task of a worker that died,
-			// a minute after the lease it held ended: it has waited enough.
-			return 0
-		}
-		return fallback(n, err, task)
-	}
-}
-
-// ceilToSecond returns the delay from now to the first whole second at or
-// after now+d. asynq adds the delay to its own, later, reading of the clock,
-// and truncates: the stored second is still the one returned here.
-func ceilToSecond(now time.Time, d time.Duration) time.Duration {
-	at := now.Add(d)
-	sec := at.Unix()
-	if at.Nanosecond() > 0 {
-		sec++
-	}
-	return time.Unix(sec, 0).Sub(now)
-}
-
-// FailureMode says what a worker does when the limiter cannot decide.
-type FailureMode int
-
-const (
-	// FailClosed sends nothing without a decision: the task comes back
-	// after a delay, its retry budget untouched. The default.
-	FailClosed FailureMode = iota
-	// FailOpen runs the task without a decision.
-	FailOpen
-)
-
-// HoldScope says whose sends a provider's 429 holds back.
-type HoldScope int
-
-const (
-	// HoldAccount holds back every task of the task type, all tenants: the
-	// provider account is shared, and a 429 usually means the account's
-	// rate. The default.
-	HoldAccount HoldScope = iota
-	// HoldTenant holds back only the tenant of the task that got the 429,
-	// for providers that limit each tenant (sub-account) on its own.
-	HoldTenant
-)
-
-// ThrottleConfig configures a Throttle. Zero fields take the defaults given.
-type ThrottleConfig struct {
-	// FailureMode says what to do when the limiter cannot decide; default
-	// FailClosed.
-	FailureMode FailureMode
-
-	// LimiterRetry is how long a task waits when the limiter could not
-	// decide (FailClosed); default 1 s.
-	LimiterRetry time.Duration
-
-	// DecisionTimeout bounds each of the middleware's Redis calls for a
-	// task (the provider hold's read, the limiter's decision): past it the
-	// limiter has not decided, and FailureMode says what follows. Default
-	// DefaultDecisionTimeout. The bound holds only if the Redis client
-	// honours context deadlines (redis.Options.ContextTimeoutEnabled, set
-	// by the worker command); otherwise its ReadTimeout bounds the call.
-	DecisionTimeout time.Duration
-
-	// MaxHold is the longest a denied task is held in the worker, waiting
-	// for its place in line, instead of going back through asynq's retry
-	// set; default 2 s, negative for never. The retry set keeps times in
-	// whole seconds and moves due tasks every DelayedTaskCheckInterval, so a
-	// task sent back for a place half a second away returns up to a second
-	// late and the slot goes unused. A held task occupies one of the
-	// worker's Concurrency slots while it waits.
-	MaxHold time.Duration
-
-	// DelayedTaskCheckInterval must be the asynq server's (default 5 s, as
-	// asynq's). A task whose place is further than MaxHold goes back
-	// through the retry set timed to return up to 1 s plus this interval
-	// early, then waits in the worker for its place.
-	DelayedTaskCheckInterval time.Duration
-
-	// FetchInterval must be the asynq server's TaskCheckInterval (default
-	// 1 s, as asynq's): a task moved to an empty queue can wait this long
-	// to be fetched, so it is sent back this much earlier too.
-	FetchInterval time.Duration
-
-	// ProviderHold says whose sends a provider's 429 holds back, in every
-	// worker, until its Retry-After; default HoldAccount.
-	ProviderHold HoldScope
-
-	// Logger receives the middleware's logs; nil means slog.Default().
-	Logger *slog.Logger
-
-	// OnDecision, when set, is called after every limiter call the
-	// middleware makes: allowed, denied or failed. A task can cause more
-	// than one (it is asked again after each wait for its place in line)
-	// or none (its type has no rules, or a provider hold sent it back
-	// first). It runs in the task's goroutine before the task goes on, so
-	// it must be quick and safe for concurrent use: count, observe a
-	// histogram. Nil means none.
-	OnDecision func(DecisionEvent)
-}
-
-// DecisionEvent is one limiter call of the Throttle middleware, given to
-// ThrottleConfig.OnDecision.
-type DecisionEvent struct {
-	// TaskType and Tenant are those of the task asked about.
-	TaskType, Tenant string
-
-	// Rules names the rules checked, in the order of Decision.Checks.
-	Rules []string
-
-	// Decision is the limiter's answer: Decision.Allowed, and when denied
-	// Decision.Denied indexes Rules. It is the zero value when Err is set.
-	Decision throttle.MultiDecision
-
-	// Err is the limiter's error: Redis failed, or the task's context
-	// ended during the call. The middleware then follows its FailureMode.
-	Err error
-
-	// Latency is how long the limiter call took, as the worker saw it.
-	Latency time.Duration
-
-	// FailedOpen reports that the limiter could not decide and the task
-	// runs without a decision (FailOpen).
-	FailedOpen bool
-
-	// Shadow holds the decisions of the task's rules in shadow mode, made
-	// once the task was admitted by the others (Rules, which never name a
-	// shadow rule). A task whose rules are all in shadow mode has an event
-	// with no Rules, allowed, and its Shadow decisions.
-	Shadow []ShadowDecision
-}
-
-// ShadowDecision is what a rule in shadow mode decided for a task that ran
-// anyway: Allowed, or the limiter's error (Err).
-type ShadowDecision struct {
-	Rule    string
-	Allowed bool
-	Err     error
-}
-
-// DefaultDecisionTimeout is ThrottleConfig.DecisionTimeout's default: a
-// decision takes well under a millisecond on a healthy Redis, so a second
-// means Redis is not answering.
-const DefaultDecisionTimeout = time.Second
-
 // maxHolds is how many times one run of a task may wait in the worker
 // (for a provider hold or its place in line) before it goes back through
 // the retry set: a waiting task can lose its place to a newcomer and be
@@ -286,21 +81,21 @@ func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleC
 		t.logger = slog.Default()
 	}
 	if t.backoff <= 0 {
-		t.backoff = time.Second
+		t.backoff = DefaultLimiterRetry
 	}
 	if t.maxHold == 0 {
-		t.maxHold = 2 * time.Second
+		t.maxHold = DefaultMaxHold
 	}
 	if t.timeout <= 0 {
 		t.timeout = DefaultDecisionTimeout
 	}
 	interval := cfg.DelayedTaskCheckInterval
 	if interval <= 0 {
-		interval = 5 * time.Second
+		interval = asynqDelayedTaskCheckInterval
 	}
 	fetch := cfg.FetchInterval
 	if fetch <= 0 {
-		fetch = time.Second
+		fetch = asynqTaskCheckInterval
 	}
 	// A task due at second S moves to its queue between S and S+interval,
 	// is fetched within the fetch interval, and asynq rounds S down: aim S
@@ -508,14 +303,27 @@ func (t *Throttle) shadow(ctx context.Context, shadow []Applied) []ShadowDecisio
 func (t *Throttle) holdLeft(ctx context.Context, key string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	return t.holds.left(ctx, key)
+	left, err := t.holds.left(ctx, key)
+	return left, timedOut(ctx, err)
 }
 
 // decide asks the limiter for checks within the decision timeout.
 func (t *Throttle) decide(ctx context.Context, id string, checks []throttle.Check) (throttle.MultiDecision, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	return t.limiter.AllowInLine(ctx, id, checks)
+	d, err := t.limiter.AllowInLine(ctx, id, checks)
+	return d, timedOut(ctx, err)
+}
+
+// timedOut makes err, the error of a call made with ctx, match
+// context.DeadlineExceeded when ctx's deadline has passed: the Redis client
+// sets its connection's deadline from ctx's, and may report the deadline as
+// the connection's i/o timeout rather than as ctx's error.
+func timedOut(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
 }
 
 // availability logs when the limiter stops answering (err set) and when
@@ -588,26 +396,4 @@ func retries(ctx context.Context, task *asynq.Task) (retried, budget int) {
 	}
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
 	return retried, max(maxRetry-1, 0)
-}
-
-// ErrorHandler returns asynq's Config.ErrorHandler for Sluice: throttled
-// tasks are logged at debug level, failures at warn, archived tasks at
-// error.
-func ErrorHandler(logger *slog.Logger) asynq.ErrorHandler {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return asynq.ErrorHandlerFunc(func(ctx context.Context, task *asynq.Task, err error) {
-		id, _ := asynq.GetTaskID(ctx)
-		retried, _ := asynq.GetRetryCount(ctx)
-		attrs := []any{"task", id, "type", task.Type(), "tenant", task.Headers()[producer.HeaderTenant], "err", err}
-		switch {
-		case IsThrottled(err):
-			logger.Debug("task throttled", attrs...)
-		case errors.Is(err, asynq.SkipRetry):
-			logger.Error("task archived", attrs...)
-		default:
-			logger.Warn("task failed; will retry", append(attrs, "retried", retried)...)
-		}
-	})
 }

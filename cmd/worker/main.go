@@ -48,6 +48,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -119,15 +120,15 @@ func run(ctx context.Context, args []string) int {
 	smtpUser := fs.String("smtp-user", "", "SMTP `username` for AUTH PLAIN; the password comes from SLUICE_SMTP_PASSWORD or SLUICE_SMTP_PASSWORD_FILE")
 	smtpStartTLS := worker.StartTLSRequire
 	fs.TextVar(&smtpStartTLS, "smtp-starttls", worker.StartTLSRequire, "STARTTLS `mode`: require, opportunistic (only if offered) or off")
-	concurrency := fs.Int("concurrency", 10, "tasks run at once in this process")
+	concurrency := fs.Int("concurrency", worker.DefaultConcurrency, "tasks run at once in this process")
 	queues := fs.String("queues", "default=1", "queues and priorities, `name=prio,...`")
-	prefix := fs.String("prefix", "sluice:", "prefix of the limiter's Redis keys")
-	checkInterval := fs.Duration("check-interval", 250*time.Millisecond, "how often due retries move to their queue")
-	fetchInterval := fs.Duration("fetch-interval", 100*time.Millisecond, "how often an idle worker looks for tasks in its empty queues")
-	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long running tasks may finish at shutdown")
+	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys")
+	checkInterval := fs.Duration("check-interval", worker.DefaultCheckInterval, "how often due retries move to their queue")
+	fetchInterval := fs.Duration("fetch-interval", worker.DefaultFetchInterval, "how often an idle worker looks for tasks in its empty queues")
+	shutdownTimeout := fs.Duration("shutdown-timeout", worker.DefaultShutdownTimeout, "how long running tasks may finish at shutdown")
 	failOpen := fs.Bool("fail-open", false, "run tasks without a decision when Redis cannot decide (default: they wait)")
 	decisionTimeout := fs.Duration("decision-timeout", worker.DefaultDecisionTimeout, "longest a task waits for Redis to decide; past it --fail-open says what follows")
-	maxHold := fs.Duration("max-hold", 2*time.Second, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never; 0: the default)")
+	maxHold := fs.Duration("max-hold", worker.DefaultMaxHold, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never; 0: the default)")
 	providerHold := fs.String("provider-hold", "account", "whose sends a provider's 429 holds back in every worker: account (all tenants) or tenant")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics, /healthz, /readyz and the status page at `host:port` (such as 127.0.0.1:9464); none when empty")
 	metricsTenants := fs.Bool("metrics-tenants", false, "add sluice_tenant_decisions_total, with a tenant label (a time series per tenant)")
@@ -248,17 +249,19 @@ func run(ctx context.Context, args []string) int {
 		return fail(err)
 	}
 	cfg := worker.Config{
-		Policies:                 policies,
-		Concurrency:              *concurrency,
-		Queues:                   qs,
-		Prefix:                   *prefix,
-		DelayedTaskCheckInterval: *checkInterval,
-		FetchInterval:            *fetchInterval,
-		ShutdownTimeout:          *shutdownTimeout,
-		DecisionTimeout:          *decisionTimeout,
-		MaxHold:                  *maxHold,
-		ProviderHold:             holdScope,
-		Logger:                   logger,
+		ThrottleConfig: worker.ThrottleConfig{
+			DelayedTaskCheckInterval: *checkInterval,
+			FetchInterval:            *fetchInterval,
+			DecisionTimeout:          *decisionTimeout,
+			MaxHold:                  *maxHold,
+			ProviderHold:             holdScope,
+			Logger:                   logger,
+		},
+		Policies:        policies,
+		Concurrency:     *concurrency,
+		Queues:          qs,
+		Prefix:          *prefix,
+		ShutdownTimeout: *shutdownTimeout,
 	}
 	if *failOpen {
 		cfg.FailureMode = worker.FailOpen

@@ -80,6 +80,10 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 	switch spec.Strategy {
 	case "sluice":
 		srv, err := worker.NewServer(rdb, worker.Config{
+			ThrottleConfig: worker.ThrottleConfig{
+				Logger:     logger,
+				OnDecision: func(e worker.DecisionEvent) { c.decision(e.Decision.Allowed, e.Decision.Early, e.Err) },
+			},
 			Policies:        worker.StaticPolicies(policies),
 			SMS:             sms,
 			Email:           worker.LogProvider{Logger: logger}, // the drain enqueues none
@@ -88,8 +92,6 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 			Prefix:          spec.Prefix,
 			ShutdownTimeout: drainShutdownTimeout,
 			ErrorHandler:    errorHandler,
-			Logger:          logger,
-			OnDecision:      func(e worker.DecisionEvent) { c.decision(e.Decision.Allowed, e.Decision.Early, e.Err) },
 		})
 		if err != nil {
 			return err

@@ -192,14 +192,15 @@ func (r *runner) run(ctx context.Context, policies *worker.PolicyFile, tasks int
 		return fmt.Errorf("demo: %w", err)
 	}
 	srv, err := worker.NewServer(r.broker.rdb, worker.Config{
+		ThrottleConfig: worker.ThrottleConfig{
+			Logger: logger,
+		},
 		Policies:        policies,
 		SMS:             r.prov,
 		Email:           worker.LogProvider{Logger: logger}, // for form: the demo enqueues no email
-		Concurrency:     10,                                 // worker.Config says 10 is the default, but 0 gives asynq's, one per CPU
 		Queues:          map[string]int{r.queue: 1},
 		Prefix:          r.prefix,
 		ShutdownTimeout: 10 * time.Second,
-		Logger:          logger,
 		ErrorHandler: asynq.ErrorHandlerFunc(func(_ context.Context, task *asynq.Task, err error) {
 			if worker.IsThrottled(err) {
 				r.mu.Lock()

@@ -1,0 +1,88 @@
+package worker
+
+import (
+	"log/slog"
+	"time"
+)
+
+// FailureMode says what a worker does when the limiter cannot decide.
+type FailureMode int
+
+const (
+	// FailClosed sends nothing without a decision: the task comes back
+	// after a delay, its retry budget untouched. The default.
+	FailClosed FailureMode = iota
+	// FailOpen runs the task without a decision.
+	FailOpen
+)
+
+// HoldScope says whose sends a provider's 429 holds back.
+type HoldScope int
+
+const (
+	// HoldAccount holds back every task of the task type, all tenants: the
+	// provider account is shared, and a 429 usually means the account's
+	// rate. The default.
+	HoldAccount HoldScope = iota
+	// HoldTenant holds back only the tenant of the task that got the 429,
+	// for providers that limit each tenant (sub-account) on its own.
+	HoldTenant
+)
+
+// ThrottleConfig configures a Throttle. Zero fields take the defaults given.
+type ThrottleConfig struct {
+	// FailureMode says what to do when the limiter cannot decide; default
+	// FailClosed.
+	FailureMode FailureMode
+
+	// LimiterRetry is how long a task waits when the limiter could not
+	// decide (FailClosed); default DefaultLimiterRetry.
+	LimiterRetry time.Duration
+
+	// DecisionTimeout bounds each of the middleware's Redis calls for a
+	// task (the provider hold's read, the limiter's decision): past it the
+	// limiter has not decided, and FailureMode says what follows. Default
+	// DefaultDecisionTimeout. The bound holds only if the Redis client
+	// honours context deadlines (redis.Options.ContextTimeoutEnabled, set
+	// by the worker command); otherwise its ReadTimeout bounds the call.
+	DecisionTimeout time.Duration
+
+	// MaxHold is the longest a denied task is held in the worker, waiting
+	// for its place in line, instead of going back through asynq's retry
+	// set; default DefaultMaxHold, negative for never. The retry set keeps times in
+	// whole seconds and moves due tasks every DelayedTaskCheckInterval, so a
+	// task sent back for a place half a second away returns up to a second
+	// late and the slot goes unused. A held task occupies one of the
+	// worker's Concurrency slots while it waits.
+	MaxHold time.Duration
+
+	// DelayedTaskCheckInterval must be the asynq server's. A task whose
+	// place is further than MaxHold goes back through the retry set timed
+	// to return up to 1 s plus this interval early, then waits in the
+	// worker for its place. Default: asynq's, 5 s, for the middleware on a
+	// server of the caller's; in a Server, DefaultCheckInterval, which the
+	// Server gives asynq too.
+	DelayedTaskCheckInterval time.Duration
+
+	// FetchInterval must be the asynq server's TaskCheckInterval: a task
+	// moved to an empty queue can wait this long to be fetched, so it is
+	// sent back this much earlier too. Default: asynq's, 1 s; in a Server,
+	// DefaultFetchInterval, which the Server gives asynq too.
+	FetchInterval time.Duration
+
+	// ProviderHold says whose sends a provider's 429 holds back, in every
+	// worker, until its Retry-After; default HoldAccount.
+	ProviderHold HoldScope
+
+	// Logger receives the middleware's logs; nil means slog.Default().
+	Logger *slog.Logger
+
+	// OnDecision, when set, is called after every limiter call the
+	// middleware makes: allowed, denied or failed. A task can cause more
+	// than one (it is asked again after each wait for its place in line)
+	// or none (its type has no rules, or a provider hold sent it back
+	// first). It runs in the task's goroutine before the task goes on, so
+	// it must be quick and safe for concurrent use: count, observe a
+	// histogram. Nil means none.
+	OnDecision func(DecisionEvent)
+}
