@@ -80,56 +80,23 @@ func main() {
 // run runs the command with args, without the program name, and returns
 // its exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "admin: name a command: usage, reset, validate or throttled (see --help)")
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stdout, synopsis[1:])
-		return 0
-	case "usage":
-		return runUsage(ctx, args[1:], stdout, stderr)
-	case "reset":
-		return runReset(ctx, args[1:], stdout, stderr)
-	case "validate":
-		return runValidate(args[1:], stdin, stdout, stderr)
-	case "throttled":
-		return runThrottled(ctx, args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "admin: unknown command %q: name usage, reset, validate or throttled (see --help)\n", args[0])
-	return 2
+	return cli.Subcommands{
+		Program:  "admin",
+		Noun:     "command",
+		Synopsis: synopsis,
+		Commands: []cli.Subcommand{
+			{Name: "usage", Run: func(args []string) int { return runUsage(ctx, args, stdout, stderr) }},
+			{Name: "reset", Run: func(args []string) int { return runReset(ctx, args, stdout, stderr) }},
+			{Name: "validate", Run: func(args []string) int { return runValidate(args, stdin, stdout, stderr) }},
+			{Name: "throttled", Run: func(args []string) int { return runThrottled(ctx, args, stdout, stderr) }},
+		},
+	}.Run(args, stdout, stderr)
 }
 
-// parseFlags parses args into fs, with the environment variables of env,
-// and the arguments after the flags that names allow (see cli.ParseArgs):
-// any other is refused. On --help it prints the usage on stdout; on a bad
-// flag or argument, a one-line error on stderr. ok is false when run
-// should return code.
+// parseFlags parses the flags of an admin command (see cli.ParseFlags),
+// with the variables of env and the help of synopsis.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, names ...string) (code int, ok bool) {
-	// cli.ParseArgs sets every flag of its map from the environment, and
-	// fails on one fs does not define: give it those of fs's flags only,
-	// so that REDIS_URL, set for the other commands, does not break
-	// validate.
-	own := map[string]string{}
-	for name, variable := range env {
-		if fs.Lookup(name) != nil {
-			own[name] = variable
-		}
-	}
-	// cli.ParseArgs prints the usage on os.Stdout: print it here instead,
-	// on the stdout of run.
-	fs.Usage = func() {}
-	if err := cli.ParseArgs(fs, args, own, names...); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			cli.Usage(fs, synopsis, own)()
-			return 0, false
-		}
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
-		return 2, false
-	}
-	return 0, true
+	return cli.ParseFlags(fs, args, env, synopsis, stdout, stderr, names...)
 }
 
 // failf prints a one-line error of command name on stderr and returns

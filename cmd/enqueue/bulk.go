@@ -54,7 +54,7 @@ type bulkTask struct {
 
 // runBulk runs "enqueue bulk" with args.
 func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("enqueue bulk", flag.ContinueOnError)
+	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
 	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue of the lines without one")
 	skipInvalid := fs.Bool("skip-invalid", false, "enqueue the valid lines even when some are invalid")

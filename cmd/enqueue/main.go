@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -58,42 +57,24 @@ func main() {
 // run runs the command with args, without the program name, and returns
 // its exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "enqueue: name a kind of task: sms, email or bulk (see --help)")
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stdout, synopsis[1:])
-		return 0
-	case "sms", "email":
-		return runOne(ctx, args[0], args[1:], stdout, stderr)
-	case "bulk":
-		return runBulk(ctx, args[1:], stdin, stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "enqueue: unknown kind of task %q: name sms, email or bulk (see --help)\n", args[0])
-	return 2
+	return cli.Subcommands{
+		Program:  "enqueue",
+		Noun:     "kind of task",
+		Synopsis: synopsis,
+		Commands: []cli.Subcommand{
+			{Name: "sms", Run: func(args []string) int { return runOne(ctx, "sms", args, stdout, stderr) }},
+			{Name: "email", Run: func(args []string) int { return runOne(ctx, "email", args, stdout, stderr) }},
+			{Name: "bulk", Run: func(args []string) int { return runBulk(ctx, args, stdin, stdout, stderr) }},
+		},
+	}.Run(args, stdout, stderr)
 }
 
-// parseFlags parses args into fs, with the environment variables of env,
-// and the arguments after the flags that names allow (see cli.ParseArgs):
-// any other is refused. On --help it prints the usage on stdout; on a bad
-// flag or argument, a one-line error on stderr. ok is false when run
-// should return code.
+// parseFlags parses the flags of an enqueue command (see cli.ParseFlags),
+// with the variables of env and the help of synopsis. The command's flag
+// set is named "enqueue", which begins the error lines of every enqueue
+// command.
 func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer, names ...string) (code int, ok bool) {
-	// cli.ParseArgs prints the usage on os.Stdout: print it here instead,
-	// on the stdout of run, since it was asked for.
-	fs.Usage = func() {}
-	if err := cli.ParseArgs(fs, args, env, names...); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			cli.Usage(fs, synopsis, env)()
-			return 0, false
-		}
-		fmt.Fprintln(stderr, "enqueue:", err)
-		return 2, false
-	}
-	return 0, true
+	return cli.ParseFlags(fs, args, env, synopsis, stdout, stderr, names...)
 }
 
 // connect returns a producer client of the Redis at url, once Redis
@@ -111,7 +92,7 @@ func connect(ctx context.Context, url string) (*producer.Client, func(), error) 
 
 // runOne runs "enqueue sms" or "enqueue email", kind, with args.
 func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("enqueue "+kind, flag.ContinueOnError)
+	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
 	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue")
 	tenant := fs.String("tenant", "", "tenant id")
