@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -44,11 +43,7 @@ type Throttle struct {
 
 	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
 
-	// down is when the limiter last began to fail, zero while it answers:
-	// the change is logged once each way, not once a task.
-	downMu  sync.Mutex
-	down    time.Time
-	anyDown atomic.Bool // !down.IsZero(), read without the lock
+	outage *throttle.Outage // logs the limiter going down and up, once each way
 
 	stopOnce sync.Once
 	stopping chan struct{}
@@ -80,6 +75,11 @@ func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleC
 	if t.logger == nil {
 		t.logger = slog.Default()
 	}
+	what := "tasks wait and come back (fail-closed)"
+	if t.mode == throttle.FailOpen {
+		what = "tasks run without a decision (fail-open)"
+	}
+	t.outage = throttle.NewOutage(t.logger, "limiter unavailable: "+what, "limiter available again")
 	if t.backoff <= 0 {
 		t.backoff = DefaultLimiterRetry
 	}
@@ -248,7 +248,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		t.decided(e, applied)
 		latency := e.Latency
 		if err == nil || ctx.Err() == nil {
-			t.availability(err, latency)
+			t.outage.Observe(err, "latency", latency)
 		}
 		if err != nil {
 			t.logger.Debug("limiter did not decide", "task", id, "latency", latency, "err", err)
@@ -324,31 +324,6 @@ func timedOut(ctx context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
-}
-
-// availability logs when the limiter stops answering (err set) and when
-// it answers again, once each: during an outage every task of every worker
-// fails to get a decision, and one line says so better than thousands.
-func (t *Throttle) availability(err error, latency time.Duration) {
-	if err == nil && !t.anyDown.Load() {
-		return
-	}
-	t.downMu.Lock()
-	defer t.downMu.Unlock()
-	switch {
-	case err != nil && t.down.IsZero():
-		t.down = time.Now()
-		t.anyDown.Store(true)
-		what := "tasks wait and come back (fail-closed)"
-		if t.mode == FailOpen {
-			what = "tasks run without a decision (fail-open)"
-		}
-		t.logger.Warn("limiter unavailable: "+what, "latency", latency, "err", err)
-	case err == nil && !t.down.IsZero():
-		t.logger.Info("limiter available again", "unavailable_for", time.Since(t.down).Round(time.Millisecond))
-		t.down = time.Time{}
-		t.anyDown.Store(false)
-	}
 }
 
 // decided gives one limiter call, e without its Rules, to the OnDecision

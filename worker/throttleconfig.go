@@ -3,17 +3,26 @@ package worker
 import (
 	"log/slog"
 	"time"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // FailureMode says what a worker does when the limiter cannot decide.
-type FailureMode int
+//
+// Deprecated: use throttle.FailureMode, which this names; it goes in the
+// next release.
+type FailureMode = throttle.FailureMode
 
 const (
 	// FailClosed sends nothing without a decision: the task comes back
 	// after a delay, its retry budget untouched. The default.
-	FailClosed FailureMode = iota
+	//
+	// Deprecated: use throttle.FailClosed.
+	FailClosed = throttle.FailClosed
 	// FailOpen runs the task without a decision.
-	FailOpen
+	//
+	// Deprecated: use throttle.FailOpen.
+	FailOpen = throttle.FailOpen
 )
 
 // HoldScope says whose sends a provider's 429 holds back.

@@ -264,7 +264,7 @@ func run(ctx context.Context, args []string) int {
 		ShutdownTimeout: *shutdownTimeout,
 	}
 	if *failOpen {
-		cfg.FailureMode = worker.FailOpen
+		cfg.FailureMode = throttle.FailOpen
 	}
 	switch {
 	case webhook != nil:

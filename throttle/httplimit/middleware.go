@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/throttle"
@@ -23,15 +21,21 @@ type Limiter interface {
 var _ Limiter = (*throttle.Limiter)(nil)
 
 // FailureMode says what the middleware does when the limiter cannot decide.
-type FailureMode int
+//
+// Deprecated: use throttle.FailureMode, which this names; it goes in the
+// next release.
+type FailureMode = throttle.FailureMode
 
 const (
 	// FailClosed answers 503 with Retry-After: nothing is served without a
 	// decision. The default.
-	FailClosed FailureMode = iota
-
+	//
+	// Deprecated: use throttle.FailClosed.
+	FailClosed = throttle.FailClosed
 	// FailOpen serves the request without a decision; it is not counted.
-	FailOpen
+	//
+	// Deprecated: use throttle.FailOpen.
+	FailOpen = throttle.FailOpen
 )
 
 // Defaults of Config.
@@ -96,11 +100,7 @@ type Middleware struct {
 	reject  func(http.ResponseWriter, *http.Request, Rejection)
 	logger  *slog.Logger
 
-	// down is when the limiter last began to fail, zero while it answers:
-	// the change is logged once each way.
-	downMu  sync.Mutex
-	down    time.Time
-	anyDown atomic.Bool // !down.IsZero(), read without the lock
+	outage *throttle.Outage // logs the limiter going down and up, once each way
 }
 
 // New returns the middleware that keys each request with key and holds it
@@ -152,6 +152,11 @@ func New(limiter Limiter, key KeyFunc, rules RuleFunc, cfg *Config) (*Middleware
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
+	what := "requests are answered 503 (fail-closed)"
+	if m.mode == throttle.FailOpen {
+		what = "requests are served without a decision (fail-open)"
+	}
+	m.outage = throttle.NewOutage(m.logger, "httplimit: limiter unavailable: "+what, "httplimit: limiter available again")
 	return m, nil
 }
 
@@ -213,7 +218,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request) bool {
 	if err != nil {
 		return m.failed(w, r, err)
 	}
-	m.available(nil)
+	m.outage.Observe(nil)
 
 	i := report(md)
 	d := md.Checks[i]
@@ -249,7 +254,7 @@ func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, err error) b
 		m.reject(w, r, Rejection{Status: http.StatusServiceUnavailable, RetryAfter: m.retry, Err: err})
 		return false
 	}
-	m.available(err)
+	m.outage.Observe(err)
 	if m.mode == FailOpen {
 		return true
 	}
@@ -307,30 +312,5 @@ func (m *Middleware) decide(ctx context.Context, checks []throttle.Check) (throt
 			return throttle.MultiDecision{}, fmt.Errorf("httplimit: no decision within %v: %w", m.timeout, ctx.Err())
 		}
 		return throttle.MultiDecision{}, fmt.Errorf("httplimit: the request ended before a decision: %w", ctx.Err())
-	}
-}
-
-// available logs when the limiter stops answering (err set) and when it
-// answers again, once each: during an outage every request fails to get a
-// decision, and one line says so better than thousands.
-func (m *Middleware) available(err error) {
-	if err == nil && !m.anyDown.Load() {
-		return
-	}
-	m.downMu.Lock()
-	defer m.downMu.Unlock()
-	switch {
-	case err != nil && m.down.IsZero():
-		m.down = time.Now()
-		m.anyDown.Store(true)
-		what := "requests are answered 503 (fail-closed)"
-		if m.mode == FailOpen {
-			what = "requests are served without a decision (fail-open)"
-		}
-		m.logger.Warn("httplimit: limiter unavailable: "+what, "err", err)
-	case err == nil && !m.down.IsZero():
-		m.logger.Info("httplimit: limiter available again", "unavailable_for", time.Since(m.down).Round(time.Millisecond))
-		m.down = time.Time{}
-		m.anyDown.Store(false)
 	}
 }
