@@ -34,6 +34,7 @@ KEYS[i]      key of check i, i = 1 .. n (all in one hash slot)
 ARGV[1]      "0": record nothing, only look (Peek)
              "1": record the admission when every check allows (Allow)
              "2": as "1", and a denied caller takes a place (line mode)
+             "3": as "0", and the reply counts the places in line (Usage)
 ARGV[2]      caller id (line mode), else ""
 ARGV[3]      tolerance in microseconds (line mode), else 0
 ARGV[4i]     limit of check i: most units in any window
@@ -59,12 +60,17 @@ Reply: an array of 4 + 4n integers
   [4n+3]     denied: the check that set that time (1-based); else 0
   [4n+4]     line mode: 1 when the caller came back before its place (nothing
              changed), else 0
+With ARGV[1] = "3" the reply has 2n more integers, 4 + 6n in all:
+  [4n+3+2i]  places in line of check i: its members scored after now (0 for a
+             counter check); [4i-1] counts them too
+  [4n+4+2i]  of those, the ones scored at most one window after now
 ]]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local stamp = t[1] .. string.format('%06d', tonumber(t[2]))
 local mode = ARGV[1]
+local look = mode == '0' or mode == '3' -- record nothing
 local id = ARGV[2]
 local tolerance = tonumber(ARGV[3])
 local n = (#ARGV - 3) / 4
@@ -134,7 +140,7 @@ end
 -- The common case, first and with nothing more set up: only sliding logs,
 -- each with room now for all it holds (places too) and this request, and no
 -- place of this caller to claim.
-if #counters == 0 and mode ~= '0' then
+if #counters == 0 and not look then
   local roomy = true
   for i = 1, n do
     if counts[i] + costs[i] > limits[i] then
@@ -271,6 +277,20 @@ local function finish(allowed, wait, by, early)
   reply[4 * n + 2] = wait
   reply[4 * n + 3] = by
   reply[4 * n + 4] = early
+  if mode == '3' then
+    -- A member scored after now is a place in line: admissions are scored
+    -- at their time, up to now.
+    for i = 1, n do
+      local ahead, soon = 0, 0
+      if algs[i] == 'sliding-log' then
+        ahead = redis.call('ZCOUNT', KEYS[i], excl(now), '+inf')
+        if ahead > 0 then
+          soon = redis.call('ZCOUNT', KEYS[i], excl(now), num(now + windows[i]))
+        end
+      end
+      reply[4 * n + 3 + 2 * i], reply[4 * n + 4 + 2 * i] = ahead, soon
+    end
+  end
   return reply
 end
 
@@ -415,7 +435,7 @@ if not settled then
 end
 
 if at == now then
-  if mode ~= '0' then
+  if not look then
     record()
   end
   settle()

@@ -115,7 +115,7 @@ func (l *Limiter) Allow(ctx context.Context, key string, p Policy) (Decision, er
 // AllowN decides whether n units of cost on key fit policy p now, and records
 // all n if so. It records nothing when denied. n must be 1 to p.Limit.
 func (l *Limiter) AllowN(ctx context.Context, key string, p Policy, n int) (Decision, error) {
-	md, err := l.decide(ctx, "allow", modeAllow, "", []Check{{Key: key, Policy: p, Cost: n}})
+	md, _, err := l.decide(ctx, "allow", modeAllow, "", []Check{{Key: key, Policy: p, Cost: n}})
 	return md.Decision, err
 }
 
@@ -123,7 +123,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, p Policy, n int) (Deci
 // anything: Allowed and RetryAfter are for a cost of 1, Count is the number
 // of units in the window. It prunes entries that have left the window.
 func (l *Limiter) Peek(ctx context.Context, key string, p Policy) (Decision, error) {
-	md, err := l.decide(ctx, "peek", modePeek, "", []Check{{Key: key, Policy: p, Cost: 1}})
+	md, _, err := l.decide(ctx, "peek", modePeek, "", []Check{{Key: key, Policy: p, Cost: 1}})
 	return md.Decision, err
 }
 

@@ -60,7 +60,8 @@ type MultiDecision struct {
 // default grouping any keys combine. Every Check needs a Cost of 1 to its
 // Limit. With no checks it returns an error wrapping ErrInvalidKey.
 func (l *Limiter) AllowMulti(ctx context.Context, checks []Check) (MultiDecision, error) {
-	return l.decide(ctx, "allow", modeAllow, "", checks)
+	md, _, err := l.decide(ctx, "allow", modeAllow, "", checks)
+	return md, err
 }
 
 // AllowInLine is AllowMulti for callers that come back when told, such as
@@ -87,7 +88,8 @@ func (l *Limiter) AllowInLine(ctx context.Context, id string, checks []Check) (M
 	if id == "" {
 		return MultiDecision{}, fmt.Errorf("throttle: allow in line %s: %w: the caller id is empty", describe(checks), ErrInvalidKey)
 	}
-	return l.decide(ctx, "allow in line", modeLine, id, checks)
+	md, _, err := l.decide(ctx, "allow in line", modeLine, id, checks)
+	return md, err
 }
 
 // Modes of the decision script, its ARGV[1].
@@ -95,16 +97,19 @@ const (
 	modePeek  = "0" // record nothing
 	modeAllow = "1" // record when every check allows
 	modeLine  = "2" // as modeAllow, and a denied caller takes a place in line
+	modeUsage = "3" // as modePeek, and the reply counts the places in line
 )
 
 // decide validates checks, runs the decision script once over all of them in
-// the given mode, and reads the reply. id is the caller of modeLine.
-func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Check) (MultiDecision, error) {
+// the given mode, and reads the reply. id is the caller of modeLine. places
+// is what modeUsage adds to the reply, two counts a check (see
+// lua/allow.lua); nil in the other modes.
+func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Check) (md MultiDecision, places []int64, err error) {
 	if l.err != nil {
-		return MultiDecision{}, l.err
+		return MultiDecision{}, nil, l.err
 	}
-	fail := func(err error) (MultiDecision, error) {
-		return MultiDecision{}, fmt.Errorf("throttle: %s %s: %w", op, describe(checks), err)
+	fail := func(err error) (MultiDecision, []int64, error) {
+		return MultiDecision{}, nil, fmt.Errorf("throttle: %s %s: %w", op, describe(checks), err)
 	}
 	if len(checks) == 0 {
 		return fail(fmt.Errorf("%w: no checks", ErrInvalidKey))
@@ -119,7 +124,7 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 	}
 	// failCheck names the check at fault when the call has several; the
 	// message of a single-check call already names its key.
-	failCheck := func(c Check, err error) (MultiDecision, error) {
+	failCheck := func(c Check, err error) (MultiDecision, []int64, error) {
 		if n > 1 {
 			err = fmt.Errorf("key %s: %w", Quote(c.Key), err)
 		}
@@ -155,10 +160,17 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 	if err != nil {
 		return fail(err)
 	}
-	if len(reply) != 4+4*n {
+	want := 4 + 4*n
+	if mode == modeUsage {
+		want += 2 * n
+	}
+	if len(reply) != want {
 		return fail(fmt.Errorf("decision script replied %d values for %d keys", len(reply), n))
 	}
-	return readReply(reply, checks), nil
+	if mode == modeUsage {
+		places = reply[4+4*n:]
+	}
+	return readReply(reply[:4+4*n], checks), places, nil
 }
 
 // eval runs the decision script, through the batcher when the Limiter has
