@@ -83,6 +83,11 @@ func ParseArgs(fs *flag.FlagSet, args []string, env map[string]string, names ...
 // ErrUsage as well as the error it holds, and reads as that error.
 type usageError struct{ err error }
 
+// Usagef returns an error of the user's in what they typed, with the
+// message that format and args give: it matches ErrUsage, and ExitStatus
+// gives 2 for it.
+func Usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
 func (e usageError) Error() string   { return e.err.Error() }
 func (e usageError) Unwrap() []error { return []error{e.err, ErrUsage} }
 
