@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -181,8 +180,9 @@ func (p *Policies) listRules(types []string) string {
 // the limiter says of it. With a rule of 4 a second (margin 100 ms) and
 // three tasks admitted in the last 1.1 s, Used is 3, InLine 0, Remaining 1
 // and NextFree 0. After a burst of 20 tasks, Used is 4, InLine 16 (the
-// places given to the 16 denied ones), Remaining 0, and NextFree about
-// 4.4 s: a new task would come after the 16.
+// places given to the 16 denied ones, four in each of the next four
+// windows), Remaining 0, and NextFree about 5.5 s: a new task would come
+// after the 16, in the fifth window.
 type RuleUsage struct {
 	RuleWindow
 
@@ -263,13 +263,13 @@ func limiter(rdb redis.UniversalClient, prefix string) *throttle.Limiter {
 // prefix their limiter's key prefix (Config.Prefix; "" for
 // throttle.DefaultPrefix).
 //
-// Each window is read with the limiter's Peek, which records nothing; then
-// the places in line of the sliding logs are counted in one transaction.
-// The windows are thus read one after another, a few milliseconds apart,
-// not at one instant. Peek drops the entries that have left the window, as
-// the next decision would; since it prunes with the window it is given, p
-// must be the policies the workers enforce: an older file with a shorter
-// window would drop entries that the workers still count.
+// Each window is read with the limiter's Usage (throttle.Limiter.Usage),
+// which records nothing and gives a window's figures at one instant; the
+// windows are read one after another, a few milliseconds apart. Like the
+// next decision, it drops the entries that have left the window; since it
+// prunes with the window it is given, p must be the policies the workers
+// enforce: an older file with a shorter window would drop entries that the
+// workers still count.
 //
 // An error about the selection matches ErrSelection; others are Redis's.
 // Safe for concurrent use.
@@ -280,52 +280,14 @@ func Usage(ctx context.Context, rdb redis.UniversalClient, prefix string, p *Pol
 	}
 	l := limiter(rdb, prefix)
 	out := make([]RuleUsage, len(windows))
-	type places struct{ all, soon *redis.IntCmd } // of a sliding log: all, and those within a window
-	logs := map[int]*places{}                     // by index in windows
 	for i, w := range windows {
 		c := w.Check()
-		d, err := l.Peek(ctx, c.Key, c.Policy)
+		u, err := l.Usage(ctx, c.Key, c.Policy)
 		if err != nil {
 			return nil, fmt.Errorf("usage of %s rule %s: %w", w.TaskType, w.Rule, err)
 		}
-		out[i] = RuleUsage{RuleWindow: w, Used: d.Count, Remaining: d.Remaining, NextFree: d.RetryAfter, EmptyIn: d.ResetAfter}
-		if w.Algorithm == "" || w.Algorithm == throttle.SlidingLog {
-			logs[i] = &places{}
-		}
-	}
-	if len(logs) == 0 {
-		return out, nil
-	}
-	// A sliding log holds admissions at their time, up to now, and places
-	// in line at the time they were given, after now (docs/ARCHITECTURE.md,
-	// "Redis keys"); Peek's Count is both. Count those after now on the
-	// Redis clock, which the limiter's script reads too.
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		return nil, fmt.Errorf("usage: read the Redis clock: %w", err)
-	}
-	after := "(" + strconv.FormatInt(now.UnixMicro(), 10)
-	if _, err := rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, pl := range logs {
-			key, err := l.RedisKeyFor(windows[i].Key, windows[i].Algorithm)
-			if err != nil {
-				return err
-			}
-			within := now.Add(windows[i].Check().Policy.Window).UnixMicro()
-			pl.all = pipe.ZCount(ctx, key, after, "+inf")
-			pl.soon = pipe.ZCount(ctx, key, after, strconv.FormatInt(within, 10))
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("usage: count places in line: %w", err)
-	}
-	for i, pl := range logs {
-		u := &out[i]
-		u.InLine = min(int(pl.all.Val()), u.Used)
-		u.Used -= u.InLine
-		if u.NextFree == 0 {
-			u.Remaining = max(1, u.Limit-u.Used-int(pl.soon.Val()))
-		}
+		out[i] = RuleUsage{RuleWindow: w, Used: u.Used, InLine: u.InLine, Remaining: u.Remaining,
+			NextFree: u.RetryAfter, EmptyIn: u.ResetAfter}
 	}
 	return out, nil
 }

@@ -264,6 +264,55 @@ tasks:
 	}
 }
 
+// TestUsageAfterABurst holds RuleUsage's example to what Usage says: a rule
+// of 4 a second with a margin of 100 ms, after a burst of 20 tasks, has 4
+// used, 16 in line and the next free in about 5.5 s, after the 16.
+func TestUsageAfterABurst(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() {
+		if keys := redistest.Keys(t, rdb, prefix); len(keys) > 0 {
+			_ = rdb.Del(context.Background(), keys...).Err()
+		}
+	})
+	p := parsePolicies(t, `
+margin: 100ms
+tasks:
+  sms:send:
+    - {name: per-second, scope: tenant, limit: 4, window: 1s}
+`)
+	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	ctx := context.Background()
+	var checks []throttle.Check
+	for _, a := range p.For("sms:send", "acme") {
+		checks = append(checks, a.Check)
+	}
+	start := time.Now()
+	for i := range 20 {
+		if md, err := l.AllowInLine(ctx, fmt.Sprint("task-", i), checks); err != nil || md.Allowed != (i < 4) {
+			t.Fatalf("task %d: %+v, %v", i, md, err)
+		}
+	}
+	got, err := worker.Usage(ctx, rdb, prefix, p, "sms:send", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("Usage: %d windows, want 1", len(got))
+	}
+	u := got[0]
+	if u.Used != 4 || u.InLine != 16 || u.Remaining != 0 {
+		t.Errorf("Usage after a burst of 20: used %d, in line %d, remaining %d; want 4, 16, 0", u.Used, u.InLine, u.Remaining)
+	}
+	// The first task was admitted after start: its fifth window ends at
+	// most 5.5 s from start, and at least 5.5 s from it less the time
+	// taken since.
+	if hi, lo := 5500*time.Millisecond, 5500*time.Millisecond-time.Since(start); u.NextFree > hi || u.NextFree < lo {
+		t.Errorf("NextFree %v, want %v to %v", u.NextFree, lo, hi)
+	}
+}
+
 // ExampleUsage is what a status page does: how much of its windows a
 // tenant has used. It needs a Redis at localhost:6379, so it is compiled
 // but not run by go test.
