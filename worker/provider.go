@@ -100,30 +100,29 @@ func Permanent(err error) error {
 	return fmt.Errorf("%w: %w", asynq.SkipRetry, err)
 }
 
-// observedSMS and observedEmail tell each of answers (the metrics, the
-// status page's activity) what their provider answered.
-type observedSMS struct {
-	p       SMSProvider
+// observed tells each of answers (the metrics, the status page's
+// activity) what the provider named name answered to each message:
+// observedSMS and observedEmail are it for each kind of provider.
+type observed[P any] struct {
+	name    string
+	send    func(context.Context, Message[P]) error
 	answers []func(provider string, err error)
 }
 
-func (s observedSMS) SendSMS(ctx context.Context, msg Message[producer.SMS]) error {
-	err := s.p.SendSMS(ctx, msg)
-	for _, a := range s.answers {
-		a("sms", err)
+func (o observed[P]) do(ctx context.Context, m Message[P]) error {
+	err := o.send(ctx, m)
+	for _, a := range o.answers {
+		a(o.name, err)
 	}
 	return err
 }
 
-type observedEmail struct {
-	p       EmailProvider
-	answers []func(provider string, err error)
-}
+type observedSMS struct{ observed[producer.SMS] }
 
-func (e observedEmail) SendEmail(ctx context.Context, msg Message[producer.Email]) error {
-	err := e.p.SendEmail(ctx, msg)
-	for _, a := range e.answers {
-		a("email", err)
-	}
-	return err
+func (s observedSMS) SendSMS(ctx context.Context, m Message[producer.SMS]) error { return s.do(ctx, m) }
+
+type observedEmail struct{ observed[producer.Email] }
+
+func (e observedEmail) SendEmail(ctx context.Context, m Message[producer.Email]) error {
+	return e.do(ctx, m)
 }

@@ -177,7 +177,8 @@ func (c Config) observeProviders() (SMSProvider, EmailProvider) {
 	if len(answers) == 0 {
 		return c.SMS, c.Email
 	}
-	return observedSMS{p: c.SMS, answers: answers}, observedEmail{p: c.Email, answers: answers}
+	return observedSMS{observed[producer.SMS]{"sms", c.SMS.SendSMS, answers}},
+		observedEmail{observed[producer.Email]{"email", c.Email.SendEmail, answers}}
 }
 
 // onDecision returns the hook that gives each decision to the metrics, the
