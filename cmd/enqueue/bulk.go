@@ -87,38 +87,77 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 
 	// First pass: read and check every line, before anything reaches Redis.
-	var (
-		tasks    []bulkTask
-		rejected []int              // line numbers
-		total    int                // lines that are not blank
-		ids      = map[string]int{} // queue and task ID to the line that has them
-	)
-	reject := func(line int, format string, args ...any) {
-		rejected = append(rejected, line)
-		fmt.Fprintf(stderr, "enqueue: line %d: "+format+"\n", append([]any{line}, args...)...)
+	b := &bulk{queue: *queue, stderr: stderr, ids: map[string]int{}}
+	if err := b.readAll(ctx, in); err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 1
 	}
+	if len(b.rejected) > 0 && !*skipInvalid {
+		fmt.Fprintf(stdout, "enqueued 0 of %d tasks; %d rejected (%s); nothing enqueued because of them (--skip-invalid enqueues the valid lines)\n",
+			b.total, len(b.rejected), listLines(b.rejected))
+		return 1
+	}
+	if len(b.tasks) == 0 {
+		fmt.Fprintln(stdout, summary(0, b.total, b.rejected, 0))
+		return exitStatus(b.rejected, 0)
+	}
+
+	pc, closeRedis, err := connect(ctx, *redisURL)
+	if err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return cli.ExitStatus(err)
+	}
+	defer closeRedis()
+	// Second pass: enqueue, one task at a time.
+	enqueued, notEnqueued := b.enqueueAll(ctx, pc)
+	slices.Sort(b.rejected)
+	fmt.Fprintln(stdout, summary(enqueued, b.total, b.rejected, notEnqueued))
+	return exitStatus(b.rejected, notEnqueued)
+}
+
+// bulk is one run of "enqueue bulk": the valid lines read, and the lines
+// rejected.
+type bulk struct {
+	queue  string // --queue, for the lines without one
+	stderr io.Writer
+
+	tasks    []bulkTask
+	rejected []int          // line numbers
+	total    int            // lines that are not blank
+	ids      map[string]int // queue and task ID to the line that has them
+}
+
+// reject counts line as rejected and says why on stderr.
+func (b *bulk) reject(line int, format string, args ...any) {
+	b.rejected = append(b.rejected, line)
+	fmt.Fprintf(b.stderr, "enqueue: line %d: "+format+"\n", append([]any{line}, args...)...)
+}
+
+// readAll reads and checks every line of in. Its error says why the file
+// could not be read, or that ctx ended the read.
+func (b *bulk) readAll(ctx context.Context, in io.Reader) error {
 	read := func(line int, task *asynq.Task, opts []asynq.Option, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		total++
+		b.total++
 		if err != nil {
 			if le, ok := errors.AsType[*producer.LineError](err); ok {
 				err = le.Err // reject gives the line number
 			}
-			reject(line, "%v", err)
+			b.reject(line, "%v", err)
 			return nil
 		}
 		if id := optString(opts, asynq.TaskIDOpt, ""); id != "" {
-			q := optString(opts, asynq.QueueOpt, *queue)
+			q := optString(opts, asynq.QueueOpt, b.queue)
 			key := q + "\x00" + id
-			if first, ok := ids[key]; ok {
-				reject(line, "id %q is the id of line %d too, in queue %s", id, first, q)
+			if first, ok := b.ids[key]; ok {
+				b.reject(line, "id %q is the id of line %d too, in queue %s", id, first, q)
 				return nil
 			}
-			ids[key] = line
+			b.ids[key] = line
 		}
-		tasks = append(tasks, bulkTask{line: line, task: task, opts: opts})
+		b.tasks = append(b.tasks, bulkTask{line: line, task: task, opts: opts})
 		return nil
 	}
 	// Read in a goroutine, so that an interrupt stops a read from a
@@ -129,40 +168,23 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		err = ctx.Err()
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintln(stderr, "enqueue: interrupted while reading the file; nothing enqueued")
-		return 1
+		return errors.New("interrupted while reading the file; nothing enqueued")
 	}
-	if err != nil {
-		// A read error of a file names it (*fs.PathError).
-		fmt.Fprintln(stderr, "enqueue:", err)
-		return 1
-	}
-	if len(rejected) > 0 && !*skipInvalid {
-		fmt.Fprintf(stdout, "enqueued 0 of %d tasks; %d rejected (%s); nothing enqueued because of them (--skip-invalid enqueues the valid lines)\n",
-			total, len(rejected), listLines(rejected))
-		return 1
-	}
-	if len(tasks) == 0 {
-		fmt.Fprintln(stdout, summary(0, total, rejected, 0))
-		return exitStatus(rejected, 0)
-	}
+	return err // a read error of a file names it (*fs.PathError)
+}
 
-	pc, closeRedis, err := connect(ctx, *redisURL)
-	if err != nil {
-		fmt.Fprintln(stderr, "enqueue:", err)
-		return cli.ExitStatus(err)
-	}
-	defer closeRedis()
-
-	// Second pass: enqueue, one task at a time.
-	bar := newProgress(stderr, len(tasks))
-	enqueued, notEnqueued := 0, 0
-	for i, t := range tasks {
+// enqueueAll enqueues the valid lines, one task at a time, and returns how
+// many were enqueued and how many were not because Redis failed or ctx
+// ended (the lines after a failure would fail the same way, one timeout
+// each). A task ID already taken is a rejected line.
+func (b *bulk) enqueueAll(ctx context.Context, pc *producer.Client) (enqueued, notEnqueued int) {
+	bar := newProgress(b.stderr, len(b.tasks))
+	defer bar.clear()
+	for i, t := range b.tasks {
 		// The line's own options come last, so that they win.
-		opts := append([]asynq.Option{asynq.Queue(*queue)}, t.opts...)
+		opts := append([]asynq.Option{asynq.Queue(b.queue)}, t.opts...)
 		_, err := pc.Enqueue(ctx, t.task, opts...)
 		if err == nil {
 			enqueued++
@@ -171,27 +193,22 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		bar.clear()
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
-			reject(t.line, "id %q is taken: queue %s already has a task with this id",
-				optString(t.opts, asynq.TaskIDOpt, ""), optString(t.opts, asynq.QueueOpt, *queue))
+			b.reject(t.line, "id %q is taken: queue %s already has a task with this id",
+				optString(t.opts, asynq.TaskIDOpt, ""), optString(t.opts, asynq.QueueOpt, b.queue))
 			bar.update(i + 1)
 			continue
 		}
-		// Redis failed, or the command was interrupted: the lines after
-		// this one would fail the same way, one timeout each.
-		notEnqueued = len(tasks) - i
+		notEnqueued = len(b.tasks) - i
 		stopped := "stopped"
 		if ctx.Err() != nil {
 			stopped = "interrupted"
 		} else {
-			fmt.Fprintf(stderr, "enqueue: line %d: %v\n", t.line, err)
+			fmt.Fprintf(b.stderr, "enqueue: line %d: %v\n", t.line, err)
 		}
-		fmt.Fprintf(stderr, "enqueue: %s at line %d: it and %s after it not enqueued\n", stopped, t.line, count(notEnqueued-1, "valid line"))
+		fmt.Fprintf(b.stderr, "enqueue: %s at line %d: it and %s after it not enqueued\n", stopped, t.line, count(notEnqueued-1, "valid line"))
 		break
 	}
-	bar.clear()
-	slices.Sort(rejected)
-	fmt.Fprintln(stdout, summary(enqueued, total, rejected, notEnqueued))
-	return exitStatus(rejected, notEnqueued)
+	return enqueued, notEnqueued
 }
 
 // summary returns the last line of "enqueue bulk", such as
