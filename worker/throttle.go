@@ -199,18 +199,7 @@ func (t *Throttle) holdKey(taskType, tenant string) string {
 // task's deadline: asynq counts a deadline that passes as a failure, which
 // would spend the retry budget.
 func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, all []Applied) error {
-	var applied, shadow []Applied
-	for _, a := range all {
-		if a.Shadow {
-			shadow = append(shadow, a)
-		} else {
-			applied = append(applied, a)
-		}
-	}
-	checks := make([]throttle.Check, len(applied))
-	for i, a := range applied {
-		checks[i] = a.Check
-	}
+	applied, shadow, checks := splitShadow(all)
 	id, _ := asynq.GetTaskID(ctx)
 	for waits := 0; ; waits++ {
 		if err := ctx.Err(); err != nil {
@@ -229,13 +218,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 			return &ThrottledError{RetryAfter: left, By: "provider hold"}
 		}
 		if len(checks) == 0 {
-			if len(shadow) > 0 {
-				asked := time.Now()
-				e := DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: throttle.MultiDecision{Decision: throttle.Decision{Allowed: true}, Denied: -1}}
-				e.Shadow = t.shadow(ctx, shadow)
-				e.Latency = time.Since(asked)
-				t.decided(e, nil)
-			}
+			t.shadowOnly(ctx, taskType, tenant, shadow)
 			return nil
 		}
 		asked := time.Now()
@@ -297,6 +280,34 @@ func (t *Throttle) shadow(ctx context.Context, shadow []Applied) []ShadowDecisio
 		}
 	}
 	return out
+}
+
+// splitShadow returns the rules of all that are enforced, in order, those
+// in shadow mode, and the limiter checks of the enforced ones.
+func splitShadow(all []Applied) (applied, shadow []Applied, checks []throttle.Check) {
+	for _, a := range all {
+		if a.Shadow {
+			shadow = append(shadow, a)
+		} else {
+			applied = append(applied, a)
+			checks = append(checks, a.Check)
+		}
+	}
+	return applied, shadow, checks
+}
+
+// shadowOnly asks the limiter about a task whose rules are all in shadow
+// mode, when it has any, and gives the decisions to OnDecision: the task
+// is allowed whatever they say.
+func (t *Throttle) shadowOnly(ctx context.Context, taskType, tenant string, shadow []Applied) {
+	if len(shadow) == 0 {
+		return
+	}
+	asked := time.Now()
+	e := DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: throttle.MultiDecision{Decision: throttle.Decision{Allowed: true}, Denied: -1}}
+	e.Shadow = t.shadow(ctx, shadow)
+	e.Latency = time.Since(asked)
+	t.decided(e, nil)
 }
 
 // holdLeft reads the provider hold on key within the decision timeout.
