@@ -20,6 +20,12 @@ const (
 	HeaderMaxRetry = "sluice-max-retry"
 )
 
+// TaskTypes returns the task types of this package's tasks, in name
+// order: TypeEmail and TypeSMS. They are the types Sluice's workers handle
+// (worker.NewServer), and so the task types a policies file may name by
+// default (policies.WithTaskTypes). Each call returns a new slice.
+func TaskTypes() []string { return []string{TypeEmail, TypeSMS} }
+
 // DefaultMaxRetry is the retry budget of a task built without an
 // asynq.MaxRetry option: asynq's own default.
 const DefaultMaxRetry = 25

@@ -116,3 +116,16 @@ func TestNewTaskRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskTypes: the types of the tasks this package makes, in name order,
+// in a slice of the caller's own.
+func TestTaskTypes(t *testing.T) {
+	t.Parallel()
+	if diff := cmp.Diff([]string{producer.TypeEmail, producer.TypeSMS}, producer.TaskTypes()); diff != "" {
+		t.Errorf("TaskTypes() (-want +got):\n%s", diff)
+	}
+	producer.TaskTypes()[0] = "changed"
+	if got := producer.TaskTypes()[0]; got != producer.TypeEmail {
+		t.Errorf("TaskTypes()[0] = %q after a caller changed its copy, want %q", got, producer.TypeEmail)
+	}
+}

@@ -72,7 +72,7 @@ const DefaultLineTolerance = 10 * time.Millisecond
 // come back and still be admitted as of its place, rather than placed again
 // behind everyone. Its admission is recorded at its place, so a send can
 // follow the one before it by up to d less than the policy says: keep d well
-// below the margin that the windows are widened by (worker.DefaultMargin,
+// below the margin that the windows are widened by (policies.DefaultMargin,
 // 50 ms). The default is DefaultLineTolerance; d may be 0, not negative.
 func WithLineTolerance(d time.Duration) Option {
 	return optionFunc(func(l *Limiter) {

@@ -28,8 +28,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/worker"
 )
 
 func main() {
@@ -48,12 +48,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "composecheck:", err)
 		os.Exit(2)
 	}
-	policies, err := worker.LoadPolicies(*policiesPath)
+	p, err := policies.Load(*policiesPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "composecheck:", err)
 		os.Exit(2)
 	}
-	rules := policies.Rules(producer.TypeSMS)
+	rules := p.Rules(producer.TypeSMS)
 	if len(rules) == 0 {
 		fmt.Fprintf(os.Stderr, "composecheck: %s has no %s rules: nothing to check\n", *policiesPath, producer.TypeSMS)
 		os.Exit(2)
@@ -117,14 +117,14 @@ func main() {
 	}
 
 	fmt.Printf("%-10s %8s %10s  %s\n", "tenant", "received", "duplicates", "most in one window / limit, per rule")
-	line := func(name string, c sink.Counts, scope string, limitOf func(worker.Rule) int) {
+	line := func(name string, c sink.Counts, scope string, limitOf func(policies.Rule) int) {
 		fmt.Printf("%-10s %8d %10d ", name, c.Received, c.Duplicates)
 		for _, rule := range rules {
 			if rule.Scope != scope {
 				continue
 			}
 			most := reports[rule.Policy.Window].Counts
-			if scope == worker.ScopeTenant {
+			if scope == policies.ScopeTenant {
 				most = reports[rule.Policy.Window].Tenants[name]
 			}
 			limit := limitOf(rule)
@@ -136,14 +136,14 @@ func main() {
 		fmt.Println()
 	}
 	for _, t := range tenants {
-		line(t, r.Tenants[t], worker.ScopeTenant, func(rule worker.Rule) int {
+		line(t, r.Tenants[t], policies.ScopeTenant, func(rule policies.Rule) int {
 			if o, ok := rule.Tenants[t]; ok {
 				return o.Limit
 			}
 			return rule.Policy.Limit
 		})
 	}
-	line("(all)", r.Counts, worker.ScopeGlobal, func(rule worker.Rule) int { return rule.Policy.Limit })
+	line("(all)", r.Counts, policies.ScopeGlobal, func(rule policies.Rule) int { return rule.Policy.Limit })
 	if r.Received > 0 {
 		fmt.Printf("first to last arrival: %v\n", r.Last.Sub(r.First).Round(time.Millisecond))
 	}

@@ -10,8 +10,9 @@
 //
 // --redis names one server (redis://), a Redis Cluster (redis+cluster://)
 // or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
-// The logic is package worker's (Usage, ResetTenant, RetrySet), which a
-// status page calls too; this command parses flags and prints.
+// The logic is in packages policies (Usage, ResetTenant, Parse) and worker
+// (RetrySet), which a status page calls too; this command parses flags and
+// prints.
 //
 // Exit status: 0 on success; 1 when Redis or a file could not be used, or
 // a policies file is invalid; 2 for a usage error: a bad flag or --redis
@@ -33,8 +34,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
-	"github.com/sluicehq/sluice/worker"
 )
 
 const synopsis = `
@@ -106,11 +107,11 @@ func failf(stderr io.Writer, code int, name, format string, args ...any) int {
 	return code
 }
 
-// selectionCode is the exit status for an error of package worker's
+// selectionCode is the exit status for an error of package policies'
 // selection functions: 2 when it is about what was asked for
-// (worker.ErrSelection), 1 when Redis failed.
+// (policies.ErrSelection), 1 when Redis failed.
 func selectionCode(err error) int {
-	if errors.Is(err, worker.ErrSelection) {
+	if errors.Is(err, policies.ErrSelection) {
 		return 2
 	}
 	return 1
@@ -136,7 +137,7 @@ func addWindowFlags(fs *flag.FlagSet) windowFlags {
 // load checks the flags that name what to read, and loads the policies
 // file. ok is false when the command should return code, the error
 // printed.
-func (f windowFlags) load(name string, stderr io.Writer) (p *worker.Policies, code int, ok bool) {
+func (f windowFlags) load(name string, stderr io.Writer) (p *policies.Policies, code int, ok bool) {
 	switch {
 	case *f.tenant == "":
 		return nil, failf(stderr, 2, name, "no tenant: set --tenant"), false
@@ -145,7 +146,7 @@ func (f windowFlags) load(name string, stderr io.Writer) (p *worker.Policies, co
 	case strings.ContainsAny(*f.prefix, "{}"):
 		return nil, failf(stderr, 2, name, "--prefix %q: may not contain a brace", *f.prefix), false
 	}
-	p, err := worker.LoadPolicies(*f.policies)
+	p, err := policies.Load(*f.policies)
 	if err != nil {
 		return nil, failf(stderr, 1, name, "%v", err), false
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
-	"github.com/sluicehq/sluice/worker"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -64,7 +64,7 @@ func writeFile(t *testing.T, content string) string {
 type windows struct {
 	rdb      *redis.Client
 	prefix   string
-	policies *worker.Policies
+	policies *policies.Policies
 	path     string // the policies file
 	limiter  *throttle.Limiter
 }
@@ -76,7 +76,7 @@ func newWindows(t *testing.T) *windows {
 	rdb := redistest.Client(t)
 	w := &windows{rdb: rdb, prefix: redistest.Prefix(t), path: writeFile(t, testPolicies)}
 	var err error
-	if w.policies, err = worker.LoadPolicies(w.path); err != nil {
+	if w.policies, err = policies.Load(w.path); err != nil {
 		t.Fatal(err)
 	}
 	w.limiter = throttle.NewLimiter(rdb, throttle.WithPrefix(w.prefix))

@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/policies"
 )
 
 // runReset runs "admin reset" with args.
@@ -24,7 +24,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return code
 	}
-	reset, left, err := worker.ResetPlan(p, *wf.taskType, *rule, *wf.tenant)
+	reset, left, err := policies.ResetPlan(p, *wf.taskType, *rule, *wf.tenant)
 	if err != nil {
 		return failf(stderr, selectionCode(err), name, "%v", err)
 	}
@@ -43,7 +43,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}
 	defer rdb.Close()
-	reset, left, err = worker.ResetTenant(ctx, rdb, *wf.prefix, p, *wf.taskType, *rule, *wf.tenant)
+	reset, left, err = policies.ResetTenant(ctx, rdb, *wf.prefix, p, *wf.taskType, *rule, *wf.tenant)
 	report(stdout, "", reset, left)
 	if err != nil {
 		return failf(stderr, selectionCode(err), name, "%v", err)
@@ -53,7 +53,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // report prints one line for each window reset and each global window
 // left as it is; verb is "" or "would ".
-func report(w io.Writer, verb string, reset, left []worker.RuleWindow) {
+func report(w io.Writer, verb string, reset, left []policies.RuleWindow) {
 	for _, r := range reset {
 		fmt.Fprintf(w, "%sreset %s %s for tenant %s (key %s)\n", verb, r.TaskType, r.Rule, r.Tenant, r.Key)
 	}

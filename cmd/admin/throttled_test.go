@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -36,11 +37,11 @@ var errProvider = errors.New("provider down: throttled by the carrier")
 func throttledQueue(t *testing.T) (queue string, throttled []string) {
 	t.Helper()
 	w := newWindows(t)
-	policies, err := worker.ParsePolicies("test", []byte("tasks:\n  sms:send:\n    - {name: per-hour, scope: tenant, limit: 1, window: 1h}\n"))
+	p, err := policies.Parse("test", []byte("tasks:\n  sms:send:\n    - {name: per-hour, scope: tenant, limit: 1, window: 1h}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := worker.NewThrottle(w.limiter, worker.StaticPolicies(policies),
+	tr, err := worker.NewThrottle(w.limiter, policies.Static(p),
 		&worker.ThrottleConfig{DelayedTaskCheckInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
-	"github.com/sluicehq/sluice/worker"
 )
 
 // runUsage runs "admin usage" with args.
@@ -28,7 +28,7 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	// What is asked for is checked before Redis is.
-	if _, err := worker.Windows(p, *wf.taskType, "", *wf.tenant); err != nil {
+	if _, err := policies.Windows(p, *wf.taskType, "", *wf.tenant); err != nil {
 		return failf(stderr, selectionCode(err), name, "%v", err)
 	}
 	rdb, err := cli.Connect(ctx, *wf.redisURL)
@@ -36,13 +36,13 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}
 	defer rdb.Close()
-	usage, err := worker.Usage(ctx, rdb, *wf.prefix, p, *wf.taskType, *wf.tenant)
+	usage, err := policies.Usage(ctx, rdb, *wf.prefix, p, *wf.taskType, *wf.tenant)
 	if err != nil {
 		return failf(stderr, selectionCode(err), name, "%v", err)
 	}
 	if *asJSON {
 		if usage == nil {
-			usage = []worker.RuleUsage{}
+			usage = []policies.RuleUsage{}
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -59,7 +59,7 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fmt.Fprintln(tw, "TYPE\tRULE\tSCOPE\tTENANT\tUSED\tIN LINE\tLIMIT\tWINDOW\tNEXT FREE")
 	for _, u := range usage {
 		tenant, rule := u.Tenant, u.Rule
-		if u.Scope == worker.ScopeGlobal {
+		if u.Scope == policies.ScopeGlobal {
 			tenant = "(all)"
 		}
 		if u.Shadow {
@@ -76,7 +76,7 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // describeWindow writes w's window as "1s +100ms", with its margin and,
 // when it is not the sliding log, its algorithm: "24h +50ms gcra".
-func describeWindow(w worker.RuleWindow) string {
+func describeWindow(w policies.RuleWindow) string {
 	s := formatDuration(w.Window)
 	if w.Margin > 0 {
 		s += " +" + formatDuration(w.Margin)

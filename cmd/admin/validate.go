@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/policies"
 )
 
 // runValidate runs "admin validate" with args.
@@ -19,7 +19,7 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return failf(stderr, 2, name, "needs FILE, or - for standard input, after the flags (see --help)")
 	}
 	var (
-		p   *worker.Policies
+		p   *policies.Policies
 		err error
 	)
 	if path := fs.Arg(0); path == "-" {
@@ -27,9 +27,9 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if data, err = io.ReadAll(stdin); err != nil {
 			return failf(stderr, 1, name, "standard input: %v", err)
 		}
-		p, err = worker.ParsePolicies("standard input", data)
+		p, err = policies.Parse("standard input", data)
 	} else {
-		p, err = worker.LoadPolicies(path)
+		p, err = policies.Load(path)
 	}
 	if err != nil {
 		return failf(stderr, 1, name, "%v", err)

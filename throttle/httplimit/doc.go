@@ -13,8 +13,9 @@
 //	m, err := httplimit.New(l, httplimit.Hashed(httplimit.Header("X-API-Key")), rules, nil)
 //	http.ListenAndServe(addr, m.Handler(mux))
 //
-// A policies file drives it through worker.HTTPRules, which lives in package
-// worker so that this package does not depend on asynq.
+// A policies file drives it through policies.HTTPRules, which lives in
+// package policies (it imports this package, not the other way round), so
+// that this package knows nothing of the file's format.
 //
 // # Responses
 //

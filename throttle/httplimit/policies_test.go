@@ -1,7 +1,8 @@
 package httplimit_test
 
-// The policies file drives the middleware through worker.HTTPRules. Package
-// httplimit does not import worker (and so asynq); only its tests do.
+// The policies file drives the middleware through policies.HTTPRules.
+// Package policies imports httplimit, so httplimit cannot import it; only
+// its tests do. policies/httprules_test.go tests HTTPRules' errors.
 
 import (
 	"context"
@@ -11,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle/httplimit"
-	"github.com/sluicehq/sluice/worker"
 )
 
 const apiPolicies = `
@@ -41,7 +42,7 @@ tasks:
       window: 1s
 `
 
-// TestPolicyFile: with worker.HTTPRules a request keyed by tenant is held
+// TestPolicyFile: with policies.HTTPRules a request keyed by tenant is held
 // to the rules of its type in the policies file, overrides included and
 // shadow rules left out, in the limiter keys a task would use; a reload
 // applies to the next request.
@@ -51,11 +52,11 @@ func TestPolicyFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(apiPolicies), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f, err := worker.OpenPolicyFile(path)
+	f, err := policies.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := worker.HTTPRules(f, "http:api")
+	rules, err := policies.HTTPRules(f, "http:api")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,33 +110,5 @@ func TestPolicyFile(t *testing.T) {
 	resp := get(t, srv, "/", "X-Tenant", "acme")
 	if resp.status != http.StatusOK || !strings.HasPrefix(resp.header.Get(httplimit.HeaderPolicy), `"tenant";q=5;`) {
 		t.Errorf("after the reload: %d, RateLimit-Policy %q; want 200 and q=5", resp.status, resp.header.Get(httplimit.HeaderPolicy))
-	}
-}
-
-// TestHTTPRulesErrors: HTTPRules fails for policies not loaded and a type
-// the file does not name, rather than throttle nothing.
-func TestHTTPRulesErrors(t *testing.T) {
-	t.Parallel()
-	p, err := worker.ParsePolicies("inline", []byte(apiPolicies))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name     string
-		f        *worker.PolicyFile
-		taskType string
-		wantErr  string
-	}{
-		{"nil file", nil, "http:api", "worker: HTTPRules needs loaded policies"},
-		{"unknown type", worker.StaticPolicies(p), "http:apl", `worker: HTTPRules: inline has no rules for "http:apl"`},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			rf, err := worker.HTTPRules(tc.f, tc.taskType)
-			if err == nil || err.Error() != tc.wantErr || rf != nil {
-				t.Errorf("HTTPRules: %v; want %q", err, tc.wantErr)
-			}
-		})
 	}
 }

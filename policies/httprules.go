@@ -1,4 +1,4 @@
-package worker
+package policies
 
 import (
 	"errors"
@@ -22,12 +22,12 @@ import (
 // for policies not loaded, or a type the file has no rules for. A reload
 // that later removes the type's rules, or makes them all shadow rules,
 // leaves requests unlimited, as it would the type's tasks.
-func HTTPRules(f *PolicyFile, taskType string) (httplimit.RuleFunc, error) {
+func HTTPRules(f *File, taskType string) (httplimit.RuleFunc, error) {
 	if f == nil || f.Current() == nil {
-		return nil, errors.New("worker: HTTPRules needs loaded policies")
+		return nil, errors.New("policies: HTTPRules needs loaded policies")
 	}
 	if len(f.Current().Rules(taskType)) == 0 {
-		return nil, fmt.Errorf("worker: HTTPRules: %s has no rules for %q", f.Current().Source(), taskType)
+		return nil, fmt.Errorf("policies: HTTPRules: %s has no rules for %q", f.Current().Source(), taskType)
 	}
 	return func(_ *http.Request, tenant string) []httplimit.Rule {
 		applied := f.Current().For(taskType, tenant)

@@ -1,4 +1,4 @@
-package worker
+package policies
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -20,164 +19,9 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// Scopes of a rule.
-const (
-	ScopeTenant = "tenant" // a window per tenant
-	ScopeGlobal = "global" // one window shared by all tenants
-)
-
-// ErrPolicies is matched (errors.Is) by every error about a policies file.
-var ErrPolicies = errors.New("invalid policies")
-
-// Rule is one limit of a task type, read from the policies file.
-type Rule struct {
-	// Name names the rule in logs, metrics and keys; unique within its task
-	// type.
-	Name string
-
-	// Scope is ScopeTenant or ScopeGlobal.
-	Scope string
-
-	// Policy is the limit, for every tenant without an override. Its
-	// Algorithm is the rule's (the file's algorithm:, "" when it sets none:
-	// the sliding log).
-	Policy throttle.Policy
-
-	// Tenants holds per-tenant policies that replace Policy (ScopeTenant).
-	// They have the rule's Algorithm: an override sets a limit or a window,
-	// never an algorithm.
-	Tenants map[string]throttle.Policy
-
-	// Margin is added to the window of every check of the rule, so that the
-	// provider, which counts arrivals rather than admissions, never sees
-	// more than the limit in one window when sends take unequal times to
-	// reach it. It should cover the spread of that time. When the file sets
-	// none, it is DefaultMargin, cut to each policy's window (see MarginFor).
-	Margin time.Duration
-
-	// Shadow is set by mode: shadow in the file: the rule is checked and
-	// its decisions counted (sluice_shadow_decisions_total), but it never
-	// holds a task back, so that a new quota can be tried on live traffic
-	// first. A shadow rule records the sends it would have allowed, so its
-	// window fills as it would if it were enforced.
-	Shadow bool
-
-	// marginSet says whether the file set Margin (for the file or the
-	// rule), rather than it being the default.
-	marginSet bool
-}
-
-// MarginFor returns the margin added to the window of policy p, one of the
-// rule's: Margin when the file set one, else DefaultMargin or a twentieth
-// of p's window when that is shorter.
-func (r Rule) MarginFor(p throttle.Policy) time.Duration {
-	if r.marginSet {
-		return r.Margin
-	}
-	return defaultMargin(p.Window)
-}
-
-// defaultMargin is the margin of a window w when the file sets none.
-func defaultMargin(w time.Duration) time.Duration {
-	return max(0, min(DefaultMargin, w/20, throttle.MaxWindow-w))
-}
-
-// DefaultMargin is the margin of windows when the file sets none, or a
-// twentieth of the window when that is shorter (see Rule.MarginFor); the
-// file's top-level margin, or the rule's own, replaces it. 50 ms costs a 1 s window 5% of its
-// throughput. 20 ms was not enough between containers on one 2-core
-// machine (the compose check saw 11 arrivals in a 1 s window of 10); across
-// a network to a provider the spread is larger still.
-const DefaultMargin = 50 * time.Millisecond
-
-// Policies are the rules of each task type. A Policies value is never
-// changed after it is built, so it is safe for concurrent use; a reload
-// builds a new one.
-type Policies struct {
-	source string
-	tasks  map[string][]Rule
-}
-
-// Applied is one rule as it applies to a task: its name, the limiter
-// check, and whether the rule is in shadow mode (Rule.Shadow).
-type Applied struct {
-	Rule   string
-	Check  throttle.Check
-	Shadow bool
-}
-
-// For returns the rules that apply to a task of type taskType for tenant,
-// with their limiter keys; nil when the type is not throttled. The key of a
-// tenant rule is "rule/<type>/<name>/<tenant>", of a global rule
-// "rule/<type>/<name>": types and names contain no "/" and the tenant
-// comes last, so keys never meet, whatever the tenant holds (a task's
-// tenant is checked by the producer; HTTPRules passes a request's key,
-// which may hold "/", as an IPv6 network does).
-func (p *Policies) For(taskType, tenant string) []Applied {
-	rules := p.tasks[taskType]
-	if len(rules) == 0 {
-		return nil
-	}
-	out := make([]Applied, len(rules))
-	for i, r := range rules {
-		key := "rule/" + taskType + "/" + r.Name
-		pol := r.Policy
-		if r.Scope == ScopeTenant {
-			key += "/" + tenant
-			if o, ok := r.Tenants[tenant]; ok {
-				pol = o
-			}
-		}
-		pol.Window += r.MarginFor(pol)
-		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}, Shadow: r.Shadow}
-	}
-	return out
-}
-
-// Rules returns the rules of taskType, in file order.
-func (p *Policies) Rules(taskType string) []Rule { return p.tasks[taskType] }
-
-// Source names where the policies were read from.
-func (p *Policies) Source() string { return p.source }
-
-// Summary describes what the policies enforce in one line, for the start
-// log: `sms:send: tenant-per-second 4/1s per tenant (1 override), provider
-// 10/1s global; email:send: ...`.
-func (p *Policies) Summary() string {
-	types := make([]string, 0, len(p.tasks))
-	for t := range p.tasks {
-		types = append(types, t)
-	}
-	slices.Sort(types)
-	var b strings.Builder
-	for i, t := range types {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(t + ":")
-		for j, r := range p.tasks[t] {
-			if j > 0 {
-				b.WriteString(",")
-			}
-			fmt.Fprintf(&b, " %s %v", r.Name, r.Policy)
-			if r.Scope == ScopeTenant {
-				b.WriteString(" per tenant")
-				if len(r.Tenants) > 0 {
-					fmt.Fprintf(&b, " (%d override%s)", len(r.Tenants), map[bool]string{true: "s"}[len(r.Tenants) > 1])
-				}
-			} else {
-				b.WriteString(" global")
-			}
-			if r.Shadow {
-				b.WriteString(" (shadow)")
-			}
-		}
-	}
-	if b.Len() == 0 {
-		return "no rules: every task type runs unthrottled"
-	}
-	return b.String()
-}
+// ErrInvalid is matched (errors.Is) by every error about a policies file:
+// its errors read "<source>: invalid policies: <what is wrong>".
+var ErrInvalid = errors.New("invalid policies")
 
 // The shape of the file. Limits are nodes, read by parseLimit, so that a
 // fraction is refused rather than cut.
@@ -209,25 +53,24 @@ var (
 	yamlTypeRE = regexp.MustCompile(` (in type|into) [][*A-Za-z0-9_]*\.[][*A-Za-z0-9_.]+$`) // Go type names
 )
 
-// LoadPolicies reads and validates the policies file at path, as
-// ParsePolicies.
-func LoadPolicies(path string, opts ...PolicyOption) (*Policies, error) {
+// Load reads and validates the policies file at path, as Parse.
+func Load(path string, opts ...Option) (*Policies, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("policies: %w", err)
 	}
-	return ParsePolicies(path, data, opts...)
+	return Parse(path, data, opts...)
 }
 
-// ParsePolicies parses and validates a policies file; source names it in
-// errors. Errors wrap ErrPolicies and name the file, the line or the task
-// type and rule, and the field. A task type that is neither one the reader
-// handles (TaskTypes(), or those of WithTaskTypes) nor listed under the
+// Parse parses and validates a policies file; source names it in errors.
+// Errors wrap ErrInvalid and name the file, the line or the task type and
+// rule, and the field. A task type that is neither one the reader handles
+// (producer.TaskTypes(), or those of WithTaskTypes) nor listed under the
 // file's extra_task_types is refused: its rules would never apply.
-func ParsePolicies(source string, data []byte, opts ...PolicyOption) (*Policies, error) {
+func Parse(source string, data []byte, opts ...Option) (*Policies, error) {
 	o := readOptions(opts)
 	fail := func(format string, args ...any) (*Policies, error) {
-		return nil, fmt.Errorf("%s: %w: %s", source, ErrPolicies, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("%s: %w: %s", source, ErrInvalid, fmt.Sprintf(format, args...))
 	}
 	// First as nodes, to name a misspelled field with its rule and the
 	// valid ones, and to keep the file's order of task types; then into
@@ -462,50 +305,3 @@ func parseWindow(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
-
-// PolicyFile is a policies file that can be reloaded while workers run:
-// each task reads the policies current when it starts. Safe for concurrent
-// use.
-type PolicyFile struct {
-	path string
-	opts []PolicyOption
-	cur  atomic.Pointer[Policies]
-}
-
-// OpenPolicyFile loads the policies file at path, as LoadPolicies; each
-// Reload reads it with the same options.
-func OpenPolicyFile(path string, opts ...PolicyOption) (*PolicyFile, error) {
-	if path == "" {
-		return nil, fmt.Errorf("policies: %w: no file named", ErrPolicies)
-	}
-	f := &PolicyFile{path: path, opts: opts}
-	if err := f.Reload(); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// StaticPolicies returns a PolicyFile that always holds p.
-func StaticPolicies(p *Policies) *PolicyFile {
-	f := &PolicyFile{}
-	f.cur.Store(p)
-	return f
-}
-
-// Reload reads the file again. On error the policies in force stay.
-// New limits apply at once to tenants that already have windows: the
-// limiter stores no policy.
-func (f *PolicyFile) Reload() error {
-	if f.path == "" {
-		return nil
-	}
-	p, err := LoadPolicies(f.path, f.opts...)
-	if err != nil {
-		return err
-	}
-	f.cur.Store(p)
-	return nil
-}
-
-// Current returns the policies in force.
-func (f *PolicyFile) Current() *Policies { return f.cur.Load() }

@@ -1,4 +1,4 @@
-package worker
+package policies
 
 import (
 	"fmt"
@@ -8,40 +8,38 @@ import (
 	"github.com/sluicehq/sluice/producer"
 )
 
-// TaskTypes returns the task types that Handler sends, and so NewServer's
-// workers handle: producer.TypeSMS and producer.TypeEmail. They are the
-// task types a policies file may name by default (see WithTaskTypes).
-func TaskTypes() []string { return []string{producer.TypeEmail, producer.TypeSMS} }
+// Option changes how Parse, Load and Open read a policies file. The last
+// option of a kind wins.
+type Option interface{ apply(*options) }
 
-// PolicyOption changes how ParsePolicies, LoadPolicies and OpenPolicyFile
-// read a policies file. The last option of a kind wins.
-type PolicyOption interface{ apply(*policyOptions) }
-
-// policyOptions is what the options set.
-type policyOptions struct {
+// options is what the options set.
+type options struct {
 	taskTypes []string // the task types the reader handles
 }
 
-// readOptions returns the options opts set, over the defaults.
-func readOptions(opts []PolicyOption) policyOptions {
-	o := policyOptions{taskTypes: TaskTypes()}
+// readOptions returns the options opts set, over the defaults: the task
+// types of producer.TaskTypes, those Sluice's workers handle.
+func readOptions(opts []Option) options {
+	o := options{taskTypes: producer.TaskTypes()}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
 	return o
 }
 
+// taskTypesOption is the Option of WithTaskTypes.
 type taskTypesOption []string
 
-func (t taskTypesOption) apply(o *policyOptions) { o.taskTypes = slices.Clone(t) }
+func (t taskTypesOption) apply(o *options) { o.taskTypes = slices.Clone(t) }
 
 // WithTaskTypes sets the task types that the program reading the file
-// handles, in place of TaskTypes(), for a program that runs the middleware
-// (Throttle) on task types of its own. A policies file may name only these
-// and the types it lists under extra_task_types: a rule for any other type
-// would never apply, so a misspelled type (sms:sned) would leave its tasks
-// unthrottled in silence. The file is refused instead.
-func WithTaskTypes(types ...string) PolicyOption { return taskTypesOption(types) }
+// handles, in place of producer.TaskTypes() (Sluice's own, sms:send and
+// email:send), for a program that runs the middleware (worker.Throttle) on
+// task types of its own. A policies file may name only these and the types
+// it lists under extra_task_types: a rule for any other type would never
+// apply, so a misspelled type (sms:sned) would leave its tasks unthrottled
+// in silence. The file is refused instead.
+func WithTaskTypes(types ...string) Option { return taskTypesOption(types) }
 
 // unknownTaskType returns the error for a task type of the file that no one
 // handles: known are the types handled, extra the file's extra_task_types.

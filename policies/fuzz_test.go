@@ -1,6 +1,6 @@
-package worker
+package policies
 
-// This file is in package worker, not worker_test: the fuzz target walks
+// This file is in package policies, not policies_test: the fuzz target walks
 // every task type of the policies, which only the package can list.
 
 import (
@@ -14,8 +14,8 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// FuzzParsePolicies checks that ParsePolicies never panics; that an error
-// matches ErrPolicies and is one line that starts with the source; and that
+// FuzzParsePolicies checks that Parse never panics; that an error
+// matches ErrInvalid and is one line that starts with the source; and that
 // accepted policies hold only what a worker can enforce: valid task types,
 // names, scopes and tenants, policies within throttle's bounds whose windows
 // stay within them once widened by the margin, and limiter checks from For
@@ -43,11 +43,11 @@ func FuzzParsePolicies(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const source = "fuzz.yaml"
-		p, err := ParsePolicies(source, data)
+		p, err := Parse(source, data)
 		if err != nil {
 			msg := err.Error()
-			if p != nil || !errors.Is(err, ErrPolicies) {
-				t.Errorf("ParsePolicies = %v, %q; want nil and an error matching ErrPolicies", p, msg)
+			if p != nil || !errors.Is(err, ErrInvalid) {
+				t.Errorf("Parse = %v, %q; want nil and an error matching ErrInvalid", p, msg)
 			}
 			if prefix := source + ": invalid policies: "; !strings.HasPrefix(msg, prefix) || len(msg) == len(prefix) {
 				t.Errorf("error %q does not start with %q and say what is wrong", msg, prefix)

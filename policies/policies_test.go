@@ -1,4 +1,4 @@
-package worker_test
+package policies_test
 
 import (
 	"errors"
@@ -16,38 +16,38 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
-	"github.com/sluicehq/sluice/worker"
 )
 
 const examplePolicies = "../examples/policies.yaml"
 
 // ignoreMargin leaves Rule.Margin out of comparisons: TestPoliciesMargin
 // covers it.
-var ignoreMargin = cmp.Options{cmpopts.IgnoreFields(worker.Rule{}, "Margin"), cmpopts.IgnoreUnexported(worker.Rule{})}
+var ignoreMargin = cmp.Options{cmpopts.IgnoreFields(policies.Rule{}, "Margin"), cmpopts.IgnoreUnexported(policies.Rule{})}
 
-// TestLoadPoliciesExample loads the sample file of the README, rule by rule.
-func TestLoadPoliciesExample(t *testing.T) {
+// TestLoadExample loads the sample file of the README, rule by rule.
+func TestLoadExample(t *testing.T) {
 	t.Parallel()
-	p, err := worker.LoadPolicies(examplePolicies)
+	p, err := policies.Load(examplePolicies)
 	if err != nil {
-		t.Fatalf("LoadPolicies(%s): %v", examplePolicies, err)
+		t.Fatalf("Load(%s): %v", examplePolicies, err)
 	}
 	if got, want := p.Source(), examplePolicies; got != want {
 		t.Errorf("Source() = %q, want %q", got, want)
 	}
 	cases := []struct {
 		taskType string
-		want     []worker.Rule
+		want     []policies.Rule
 	}{
-		{"sms:send", []worker.Rule{
-			{Name: "tenant-per-second", Scope: worker.ScopeTenant, Policy: throttle.PerSecond(4),
+		{"sms:send", []policies.Rule{
+			{Name: "tenant-per-second", Scope: policies.ScopeTenant, Policy: throttle.PerSecond(4),
 				Tenants: map[string]throttle.Policy{"big": throttle.PerSecond(8)}},
-			{Name: "provider", Scope: worker.ScopeGlobal, Policy: throttle.PerSecond(10)},
+			{Name: "provider", Scope: policies.ScopeGlobal, Policy: throttle.PerSecond(10)},
 		}},
-		{"email:send", []worker.Rule{
-			{Name: "tenant-daily", Scope: worker.ScopeTenant, Policy: throttle.PerDay(1000)},
+		{"email:send", []policies.Rule{
+			{Name: "tenant-daily", Scope: policies.ScopeTenant, Policy: throttle.PerDay(1000)},
 		}},
 		{"push:send", nil},
 	}
@@ -61,15 +61,15 @@ func TestLoadPoliciesExample(t *testing.T) {
 	}
 }
 
-// TestParsePoliciesAccepts reads good files: both scopes, overrides of the
+// TestParseAccepts reads good files: both scopes, overrides of the
 // limit, the window or both, windows as Go durations and as days, the
 // bounds of a policy, and files with no rules.
-func TestParsePoliciesAccepts(t *testing.T) {
+func TestParseAccepts(t *testing.T) {
 	t.Parallel()
-	rule := func(name, scope string, limit int, window time.Duration) worker.Rule {
-		return worker.Rule{Name: name, Scope: scope, Policy: throttle.Policy{Limit: limit, Window: window}}
+	rule := func(name, scope string, limit int, window time.Duration) policies.Rule {
+		return policies.Rule{Name: name, Scope: scope, Policy: throttle.Policy{Limit: limit, Window: window}}
 	}
-	withTenants := func(r worker.Rule, tenants map[string]throttle.Policy) worker.Rule {
+	withTenants := func(r policies.Rule, tenants map[string]throttle.Policy) policies.Rule {
 		r.Tenants = tenants
 		return r
 	}
@@ -77,36 +77,36 @@ func TestParsePoliciesAccepts(t *testing.T) {
 	cases := []struct {
 		name string
 		yaml string
-		want map[string][]worker.Rule // by task type; types not listed must have no rules
+		want map[string][]policies.Rule // by task type; types not listed must have no rules
 	}{
 		{"tenant scope", `
 tasks:
   sms:send:
     - {name: per-second, scope: tenant, limit: 4, window: 1s}
-`, map[string][]worker.Rule{"sms:send": {rule("per-second", worker.ScopeTenant, 4, time.Second)}}},
+`, map[string][]policies.Rule{"sms:send": {rule("per-second", policies.ScopeTenant, 4, time.Second)}}},
 		{"global scope", `
 tasks:
   sms:send:
     - {name: provider, scope: global, limit: 10, window: 1s}
-`, map[string][]worker.Rule{"sms:send": {rule("provider", worker.ScopeGlobal, 10, time.Second)}}},
+`, map[string][]policies.Rule{"sms:send": {rule("provider", policies.ScopeGlobal, 10, time.Second)}}},
 		{"rules keep file order", `
 tasks:
   sms:send:
     - {name: z, scope: tenant, limit: 1, window: 1s}
     - {name: a, scope: global, limit: 2, window: 1s}
     - {name: m, scope: tenant, limit: 3, window: 1s}
-`, map[string][]worker.Rule{"sms:send": {
-			rule("z", worker.ScopeTenant, 1, time.Second),
-			rule("a", worker.ScopeGlobal, 2, time.Second),
-			rule("m", worker.ScopeTenant, 3, time.Second),
+`, map[string][]policies.Rule{"sms:send": {
+			rule("z", policies.ScopeTenant, 1, time.Second),
+			rule("a", policies.ScopeGlobal, 2, time.Second),
+			rule("m", policies.ScopeTenant, 3, time.Second),
 		}}},
 		{"same rule name in two task types", `
 tasks:
   sms:send:   [{name: daily, scope: tenant, limit: 1, window: 1d}]
   email:send: [{name: daily, scope: tenant, limit: 2, window: 1d}]
-`, map[string][]worker.Rule{
-			"sms:send":   {rule("daily", worker.ScopeTenant, 1, day)},
-			"email:send": {rule("daily", worker.ScopeTenant, 2, day)},
+`, map[string][]policies.Rule{
+			"sms:send":   {rule("daily", policies.ScopeTenant, 1, day)},
+			"email:send": {rule("daily", policies.ScopeTenant, 2, day)},
 		}},
 		{"Go durations", `
 tasks:
@@ -114,19 +114,19 @@ tasks:
     - {name: a, scope: tenant, limit: 1, window: 1m30s}
     - {name: b, scope: tenant, limit: 1, window: 24h}
     - {name: c, scope: tenant, limit: 1, window: 250ms}
-`, map[string][]worker.Rule{"sms:send": {
-			rule("a", worker.ScopeTenant, 1, 90*time.Second),
-			rule("b", worker.ScopeTenant, 1, day),
-			rule("c", worker.ScopeTenant, 1, 250*time.Millisecond),
+`, map[string][]policies.Rule{"sms:send": {
+			rule("a", policies.ScopeTenant, 1, 90*time.Second),
+			rule("b", policies.ScopeTenant, 1, day),
+			rule("c", policies.ScopeTenant, 1, 250*time.Millisecond),
 		}}},
 		{"days", `
 tasks:
   sms:send:
     - {name: a, scope: tenant, limit: 1, window: 1d}
     - {name: b, scope: global, limit: 1, window: 7d}
-`, map[string][]worker.Rule{"sms:send": {
-			rule("a", worker.ScopeTenant, 1, day),
-			rule("b", worker.ScopeGlobal, 1, 7*day),
+`, map[string][]policies.Rule{"sms:send": {
+			rule("a", policies.ScopeTenant, 1, day),
+			rule("b", policies.ScopeGlobal, 1, 7*day),
 		}}},
 		{"bounds of a policy", `
 margin: 0s
@@ -134,9 +134,9 @@ tasks:
   sms:send:
     - {name: smallest, scope: tenant, limit: 1, window: 1ms}
     - {name: largest, scope: tenant, limit: 100000, window: 3660d}
-`, map[string][]worker.Rule{"sms:send": {
-			rule("smallest", worker.ScopeTenant, 1, throttle.MinWindow),
-			rule("largest", worker.ScopeTenant, throttle.MaxLimit, throttle.MaxWindow),
+`, map[string][]policies.Rule{"sms:send": {
+			rule("smallest", policies.ScopeTenant, 1, throttle.MinWindow),
+			rule("largest", policies.ScopeTenant, throttle.MaxLimit, throttle.MaxWindow),
 		}}},
 		{"overrides of the limit, the window, both", `
 tasks:
@@ -150,7 +150,7 @@ tasks:
         slow: {window: 1m}
         odd: {limit: 100, window: 2d}
         same: {}
-`, map[string][]worker.Rule{"sms:send": {withTenants(rule("per-second", worker.ScopeTenant, 4, time.Second), map[string]throttle.Policy{
+`, map[string][]policies.Rule{"sms:send": {withTenants(rule("per-second", policies.ScopeTenant, 4, time.Second), map[string]throttle.Policy{
 			"big":  {Limit: 8, Window: time.Second},
 			"slow": {Limit: 4, Window: time.Minute},
 			"odd":  {Limit: 100, Window: 2 * day},
@@ -160,30 +160,30 @@ tasks:
 extra_task_types: [push:send, report:build]
 tasks:
   push:send: [{name: a, scope: tenant, limit: 1, window: 1s}]
-`, map[string][]worker.Rule{"push:send": {rule("a", worker.ScopeTenant, 1, time.Second)}}},
+`, map[string][]policies.Rule{"push:send": {rule("a", policies.ScopeTenant, 1, time.Second)}}},
 		{"whole numbers written as floats", `
 tasks:
   sms:send: [{name: a, scope: tenant, limit: 4.0, window: 1s, tenants: {big: {limit: 1e3}}}]
-`, map[string][]worker.Rule{"sms:send": {withTenants(rule("a", worker.ScopeTenant, 4, time.Second),
+`, map[string][]policies.Rule{"sms:send": {withTenants(rule("a", policies.ScopeTenant, 4, time.Second),
 			map[string]throttle.Policy{"big": {Limit: 1000, Window: time.Second}})}}},
 		{"task types merged in", `
 tasks:
   <<: {sms:send: [{name: a, scope: tenant, limit: 2, window: 1s}]}
   email:send: [{name: b, scope: global, limit: 3, window: 1s}]
-`, map[string][]worker.Rule{"sms:send": {rule("a", worker.ScopeTenant, 2, time.Second)}, "email:send": {rule("b", worker.ScopeGlobal, 3, time.Second)}}},
+`, map[string][]policies.Rule{"sms:send": {rule("a", policies.ScopeTenant, 2, time.Second)}, "email:send": {rule("b", policies.ScopeGlobal, 3, time.Second)}}},
 		{"a limit through an alias", `
 tasks:
   sms:send: [{name: a, scope: tenant, limit: &four 4, window: 1s}, {name: b, scope: global, limit: *four, window: 1s}]
-`, map[string][]worker.Rule{"sms:send": {rule("a", worker.ScopeTenant, 4, time.Second), rule("b", worker.ScopeGlobal, 4, time.Second)}}},
+`, map[string][]policies.Rule{"sms:send": {rule("a", policies.ScopeTenant, 4, time.Second), rule("b", policies.ScopeGlobal, 4, time.Second)}}},
 		{"nothing throttled", "tasks: {}\n", nil},
 		{"a type with an empty list", "tasks:\n  sms:send: []\n", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			p, err := policies.Parse("policies.yaml", []byte(tc.yaml))
 			if err != nil {
-				t.Fatalf("ParsePolicies: %v", err)
+				t.Fatalf("Parse: %v", err)
 			}
 			for _, typ := range []string{"sms:send", "email:send", "push:send"} {
 				if diff := cmp.Diff(tc.want[typ], p.Rules(typ), ignoreMargin); diff != "" {
@@ -199,10 +199,10 @@ tasks:
 	}
 }
 
-// TestParsePoliciesRejects reads bad files. Every error matches ErrPolicies
+// TestParseRejects reads bad files. Every error matches ErrInvalid
 // and starts with the file's name; those about a rule name the task type,
 // the rule (its number, and its name when it has one) and the field.
-func TestParsePoliciesRejects(t *testing.T) {
+func TestParseRejects(t *testing.T) {
 	t.Parallel()
 	// rule is a file with one sms:send rule made of fields.
 	rule := func(fields string) string { return "tasks:\n  sms:send:\n    - {" + fields + "}\n" }
@@ -385,15 +385,15 @@ func TestParsePoliciesRejects(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			p, err := policies.Parse("policies.yaml", []byte(tc.yaml))
 			if err == nil {
-				t.Fatalf("ParsePolicies = %v, want an error", p.Summary())
+				t.Fatalf("Parse = %v, want an error", p.Summary())
 			}
 			if p != nil {
-				t.Errorf("ParsePolicies returned policies (%s) with its error", p.Summary())
+				t.Errorf("Parse returned policies (%s) with its error", p.Summary())
 			}
-			if !errors.Is(err, worker.ErrPolicies) {
-				t.Errorf("error %q does not match ErrPolicies", err)
+			if !errors.Is(err, policies.ErrInvalid) {
+				t.Errorf("error %q does not match ErrInvalid", err)
 			}
 			const prefix = "policies.yaml: invalid policies: "
 			msg, ok := strings.CutPrefix(err.Error(), prefix)
@@ -412,8 +412,8 @@ func TestParsePoliciesRejects(t *testing.T) {
 	}
 }
 
-// TestLoadPoliciesErrors: the errors of LoadPolicies name the file.
-func TestLoadPoliciesErrors(t *testing.T) {
+// TestLoadErrors: the errors of Load name the file.
+func TestLoadErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
@@ -426,16 +426,16 @@ func TestLoadPoliciesErrors(t *testing.T) {
 		path   string
 		wantIs error
 	}{
-		{"invalid", bad, worker.ErrPolicies},
+		{"invalid", bad, policies.ErrInvalid},
 		{"missing", missing, fs.ErrNotExist},
 		{"a directory", dir, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := worker.LoadPolicies(tc.path)
+			p, err := policies.Load(tc.path)
 			if err == nil {
-				t.Fatalf("LoadPolicies(%s) = %v, want an error", tc.path, p.Summary())
+				t.Fatalf("Load(%s) = %v, want an error", tc.path, p.Summary())
 			}
 			if !strings.Contains(err.Error(), tc.path) {
 				t.Errorf("error %q does not name the file %s", err, tc.path)
@@ -452,7 +452,7 @@ func TestLoadPoliciesErrors(t *testing.T) {
 // override, widened by the rule's Margin, at a cost of 1.
 func TestPoliciesFor(t *testing.T) {
 	t.Parallel()
-	p, err := worker.LoadPolicies(examplePolicies)
+	p, err := policies.Load(examplePolicies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,32 +467,32 @@ func TestPoliciesFor(t *testing.T) {
 		t.Fatalf("no rule %s of %s", name, taskType)
 		return pol
 	}
-	applied := func(taskType, name, key string, pol throttle.Policy) worker.Applied {
-		return worker.Applied{Rule: name, Check: throttle.Check{Key: key, Policy: widened(taskType, name, pol), Cost: 1}}
+	applied := func(taskType, name, key string, pol throttle.Policy) policies.Applied {
+		return policies.Applied{Rule: name, Check: throttle.Check{Key: key, Policy: widened(taskType, name, pol), Cost: 1}}
 	}
 	cases := []struct {
 		name     string
 		taskType string
 		tenant   string
-		want     []worker.Applied
+		want     []policies.Applied
 	}{
-		{"tenant and global rules", "sms:send", "acme", []worker.Applied{
+		{"tenant and global rules", "sms:send", "acme", []policies.Applied{
 			applied("sms:send", "tenant-per-second", "rule/sms:send/tenant-per-second/acme", throttle.PerSecond(4)),
 			applied("sms:send", "provider", "rule/sms:send/provider", throttle.PerSecond(10)),
 		}},
-		{"another tenant has its own key, shares the global one", "sms:send", "globex", []worker.Applied{
+		{"another tenant has its own key, shares the global one", "sms:send", "globex", []policies.Applied{
 			applied("sms:send", "tenant-per-second", "rule/sms:send/tenant-per-second/globex", throttle.PerSecond(4)),
 			applied("sms:send", "provider", "rule/sms:send/provider", throttle.PerSecond(10)),
 		}},
-		{"override", "sms:send", "big", []worker.Applied{
+		{"override", "sms:send", "big", []policies.Applied{
 			applied("sms:send", "tenant-per-second", "rule/sms:send/tenant-per-second/big", throttle.PerSecond(8)),
 			applied("sms:send", "provider", "rule/sms:send/provider", throttle.PerSecond(10)),
 		}},
-		{"override is by exact tenant id", "sms:send", "Big", []worker.Applied{
+		{"override is by exact tenant id", "sms:send", "Big", []policies.Applied{
 			applied("sms:send", "tenant-per-second", "rule/sms:send/tenant-per-second/Big", throttle.PerSecond(4)),
 			applied("sms:send", "provider", "rule/sms:send/provider", throttle.PerSecond(10)),
 		}},
-		{"other type", "email:send", "acme", []worker.Applied{
+		{"other type", "email:send", "acme", []policies.Applied{
 			applied("email:send", "tenant-daily", "rule/email:send/tenant-daily/acme", throttle.PerDay(1000)),
 		}},
 		{"type without rules", "push:send", "acme", nil},
@@ -522,11 +522,11 @@ func TestPoliciesMargin(t *testing.T) {
 		{"default margin", `
 tasks:
   sms:send: [{name: a, scope: tenant, limit: 1, window: 1s, tenants: {fast: {window: 100ms}}}]
-`, map[string]time.Duration{"acme": time.Second + worker.DefaultMargin, "fast": 105 * time.Millisecond}, ""},
+`, map[string]time.Duration{"acme": time.Second + policies.DefaultMargin, "fast": 105 * time.Millisecond}, ""},
 		{"the default margin follows each override's window", `
 tasks:
   sms:send: [{name: a, scope: tenant, limit: 1, window: 1h, tenants: {fast: {window: 100ms}, faster: {window: 40ms}}}]
-`, map[string]time.Duration{"acme": time.Hour + worker.DefaultMargin, "fast": 105 * time.Millisecond, "faster": 42 * time.Millisecond}, ""},
+`, map[string]time.Duration{"acme": time.Hour + policies.DefaultMargin, "fast": 105 * time.Millisecond, "faster": 42 * time.Millisecond}, ""},
 		{"default margin of a short window", `
 tasks:
   sms:send: [{name: a, scope: tenant, limit: 1, window: 100ms}]
@@ -562,13 +562,13 @@ tasks:
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			p, err := policies.Parse("policies.yaml", []byte(tc.yaml))
 			if tc.wantErr != "" {
 				if err == nil {
-					t.Fatalf("ParsePolicies = %s, want an error", p.Summary())
+					t.Fatalf("Parse = %s, want an error", p.Summary())
 				}
-				if !errors.Is(err, worker.ErrPolicies) {
-					t.Errorf("error %q does not match ErrPolicies", err)
+				if !errors.Is(err, policies.ErrInvalid) {
+					t.Errorf("error %q does not match ErrInvalid", err)
 				}
 				if want := "policies.yaml: invalid policies: " + tc.wantErr; !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not contain %q", err, want)
@@ -576,7 +576,7 @@ tasks:
 				return
 			}
 			if err != nil {
-				t.Fatalf("ParsePolicies: %v", err)
+				t.Fatalf("Parse: %v", err)
 			}
 			for tenant, want := range tc.wantWindow {
 				applied := p.For("sms:send", tenant)
@@ -595,7 +595,7 @@ tasks:
 // and different tenants, never share a limiter key.
 func TestPoliciesForKeysNeverMeet(t *testing.T) {
 	t.Parallel()
-	p, err := worker.ParsePolicies("policies.yaml", []byte(`
+	p, err := policies.Parse("policies.yaml", []byte(`
 tasks:
   sms:send:
     - {name: a, scope: tenant, limit: 1, window: 1s}
@@ -620,7 +620,7 @@ extra_task_types: [sms:send:a]
 			}
 			for i, a := range applied {
 				who := typ + " rule " + a.Rule
-				if rules[i].Scope == worker.ScopeTenant {
+				if rules[i].Scope == policies.ScopeTenant {
 					who += " tenant " + tenant
 				}
 				if prev, ok := owner[a.Check.Key]; ok && prev != who {
@@ -643,7 +643,7 @@ extra_task_types: [sms:send:a]
 // Redis key stays under the prefix, in the group's hash tag.
 func TestPoliciesForHostileTenants(t *testing.T) {
 	t.Parallel()
-	p, err := worker.ParsePolicies("policies.yaml", []byte(`
+	p, err := policies.Parse("policies.yaml", []byte(`
 tasks:
   sms:send:
     - {name: a, scope: tenant, limit: 1, window: 1s}
@@ -729,7 +729,7 @@ tasks:
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			p, err := policies.Parse("policies.yaml", []byte(tc.yaml))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -744,7 +744,7 @@ tasks:
 // "(1 override)" for a rule with a single override.
 func TestPoliciesSummaryOneOverride(t *testing.T) {
 	t.Parallel()
-	p, err := worker.LoadPolicies(examplePolicies)
+	p, err := policies.Load(examplePolicies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -772,7 +772,7 @@ func policiesWithLimit(n int) string {
 }
 
 // limitOf returns the limit the current policies give acme's sms:send tasks.
-func limitOf(t *testing.T, f *worker.PolicyFile) int {
+func limitOf(t *testing.T, f *policies.File) int {
 	t.Helper()
 	applied := f.Current().For("sms:send", "acme")
 	if len(applied) != 1 {
@@ -781,15 +781,15 @@ func limitOf(t *testing.T, f *worker.PolicyFile) int {
 	return applied[0].Check.Policy.Limit
 }
 
-// TestPolicyFileReload: a good file replaces the policies, a bad or missing
+// TestFileReload: a good file replaces the policies, a bad or missing
 // one leaves them in force and says why.
-func TestPolicyFileReload(t *testing.T) {
+func TestFileReload(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	writeFile(t, path, policiesWithLimit(4))
-	f, err := worker.OpenPolicyFile(path)
+	f, err := policies.Open(path)
 	if err != nil {
-		t.Fatalf("OpenPolicyFile: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	if got, want := limitOf(t, f), 4; got != want {
 		t.Fatalf("limit = %d, want %d", got, want)
@@ -841,9 +841,9 @@ func TestPolicyFileReload(t *testing.T) {
 	}
 }
 
-// TestPolicyFileReloadConcurrent reloads while readers resolve rules: run
+// TestFileReloadConcurrent reloads while readers resolve rules: run
 // with -race. Every reader sees one whole file or the other.
-func TestPolicyFileReloadConcurrent(t *testing.T) {
+func TestFileReloadConcurrent(t *testing.T) {
 	t.Parallel()
 	// Two files of two rules each, whose rules have equal limits within a
 	// file: a reader that saw rules of two files would see different limits.
@@ -854,7 +854,7 @@ func TestPolicyFileReloadConcurrent(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	writeFile(t, path, file(1))
-	f, err := worker.OpenPolicyFile(path)
+	f, err := policies.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -898,11 +898,11 @@ func TestPolicyFileReloadConcurrent(t *testing.T) {
 	}
 }
 
-// TestParsePoliciesLimitHint: the hint for a limit below one is left out
+// TestParseLimitHint: the hint for a limit below one is left out
 // when the window it would give is longer than the limiter takes.
-func TestParsePoliciesLimitHint(t *testing.T) {
+func TestParseLimitHint(t *testing.T) {
 	t.Parallel()
-	_, err := worker.ParsePolicies("policies.yaml", []byte("tasks:\n  sms:send:\n    - {name: a, scope: tenant, limit: 0.0001, window: 3000d}\n"))
+	_, err := policies.Parse("policies.yaml", []byte("tasks:\n  sms:send:\n    - {name: a, scope: tenant, limit: 0.0001, window: 3000d}\n"))
 	if err == nil || !strings.HasSuffix(err.Error(), "limit: 0.0001 is less than one task a window: a window admits whole tasks") {
 		t.Errorf("error %v, want one that ends without a hint of a window beyond the longest", err)
 	}
@@ -913,20 +913,20 @@ func TestParsePoliciesLimitHint(t *testing.T) {
 // and no others, on the first read and on every reload.
 func TestWithTaskTypes(t *testing.T) {
 	t.Parallel()
-	own := worker.WithTaskTypes("report:build", "push:send")
+	own := policies.WithTaskTypes("report:build", "push:send")
 	cases := []struct {
 		name    string
 		yaml    string
-		opts    []worker.PolicyOption
+		opts    []policies.Option
 		wantErr string // "" for success
 	}{
-		{"own types", "tasks:\n  report:build: [{name: a, scope: global, limit: 1, window: 1s}]\n", []worker.PolicyOption{own}, ""},
-		{"own types replace Sluice's", "tasks:\n  sms:send: []\n", []worker.PolicyOption{own},
+		{"own types", "tasks:\n  report:build: [{name: a, scope: global, limit: 1, window: 1s}]\n", []policies.Option{own}, ""},
+		{"own types replace Sluice's", "tasks:\n  sms:send: []\n", []policies.Option{own},
 			`task type "sms:send": no worker handles it, so its rules would never apply; the known types are push:send, report:build: `},
-		{"the file adds to them", "extra_task_types: [sms:send]\ntasks:\n  sms:send: []\n", []worker.PolicyOption{own}, ""},
-		{"the last option wins", "tasks:\n  push:send: []\n", []worker.PolicyOption{own, worker.WithTaskTypes("report:build")},
+		{"the file adds to them", "extra_task_types: [sms:send]\ntasks:\n  sms:send: []\n", []policies.Option{own}, ""},
+		{"the last option wins", "tasks:\n  push:send: []\n", []policies.Option{own, policies.WithTaskTypes("report:build")},
 			`task type "push:send": no worker handles it`},
-		{"none handled", "tasks:\n  sms:send: []\n", []worker.PolicyOption{worker.WithTaskTypes()}, `task type "sms:send"`},
+		{"none handled", "tasks:\n  sms:send: []\n", []policies.Option{policies.WithTaskTypes()}, `task type "sms:send"`},
 		{"default", "tasks:\n  report:build: []\n", nil, "the known types are email:send, sms:send: "},
 	}
 	for _, tc := range cases {
@@ -938,9 +938,9 @@ func TestWithTaskTypes(t *testing.T) {
 				how string
 				err func() error
 			}{
-				{"ParsePolicies", func() error { _, err := worker.ParsePolicies(path, []byte(tc.yaml), tc.opts...); return err }},
-				{"LoadPolicies", func() error { _, err := worker.LoadPolicies(path, tc.opts...); return err }},
-				{"OpenPolicyFile", func() error { _, err := worker.OpenPolicyFile(path, tc.opts...); return err }},
+				{"Parse", func() error { _, err := policies.Parse(path, []byte(tc.yaml), tc.opts...); return err }},
+				{"Load", func() error { _, err := policies.Load(path, tc.opts...); return err }},
+				{"Open", func() error { _, err := policies.Open(path, tc.opts...); return err }},
 			} {
 				err := read.err()
 				switch {
@@ -956,7 +956,7 @@ func TestWithTaskTypes(t *testing.T) {
 	// A reload reads the file with the options it was opened with.
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	writeFile(t, path, "tasks:\n  report:build: []\n")
-	f, err := worker.OpenPolicyFile(path, own)
+	f, err := policies.Open(path, own)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -966,9 +966,9 @@ func TestWithTaskTypes(t *testing.T) {
 	}
 }
 
-// TestOpenPolicyFileErrors: a file that does not load is an error, not an
-// empty PolicyFile.
-func TestOpenPolicyFileErrors(t *testing.T) {
+// TestOpenErrors: a file that does not load is an error, not an
+// empty File.
+func TestOpenErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
@@ -984,25 +984,25 @@ func TestOpenPolicyFileErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f, err := worker.OpenPolicyFile(tc.path)
+			f, err := policies.Open(tc.path)
 			if err == nil {
-				t.Fatalf("OpenPolicyFile(%q) = %+v (current policies %v), want an error", tc.path, f, f.Current())
+				t.Fatalf("Open(%q) = %+v (current policies %v), want an error", tc.path, f, f.Current())
 			}
 			if f != nil {
-				t.Errorf("OpenPolicyFile(%q) returned a PolicyFile with its error", tc.path)
+				t.Errorf("Open(%q) returned a File with its error", tc.path)
 			}
 		})
 	}
 }
 
-// TestStaticPolicies always holds its policies; Reload does nothing.
-func TestStaticPolicies(t *testing.T) {
+// TestStatic always holds its policies; Reload does nothing.
+func TestStatic(t *testing.T) {
 	t.Parallel()
-	p, err := worker.ParsePolicies("inline", []byte(policiesWithLimit(3)))
+	p, err := policies.Parse("inline", []byte(policiesWithLimit(3)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := worker.StaticPolicies(p)
+	f := policies.Static(p)
 	if f.Current() != p {
 		t.Fatalf("Current() = %p, want %p", f.Current(), p)
 	}
@@ -1014,11 +1014,11 @@ func TestStaticPolicies(t *testing.T) {
 	}
 }
 
-// TestParsePoliciesAlgorithm reads the algorithm of rules: the sliding log
+// TestParseAlgorithm reads the algorithm of rules: the sliding log
 // when the rule names none, the one it names otherwise, for the rule's
 // tenant overrides too and in the checks For returns; the counters take
 // limits above the log's maximum.
-func TestParsePoliciesAlgorithm(t *testing.T) {
+func TestParseAlgorithm(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
@@ -1034,7 +1034,7 @@ func TestParsePoliciesAlgorithm(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := worker.ParsePolicies("policies.yaml", []byte(tc.yaml))
+			p, err := policies.Parse("policies.yaml", []byte(tc.yaml))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1054,7 +1054,7 @@ func TestParsePoliciesAlgorithm(t *testing.T) {
 		})
 	}
 
-	p, err := worker.ParsePolicies("policies.yaml", []byte(`
+	p, err := policies.Parse("policies.yaml", []byte(`
 tasks:
   email:send:
     - {name: daily, scope: tenant, algorithm: gcra, limit: 100000, window: 1d, tenants: {big: {limit: 10000000}}}

@@ -1,4 +1,4 @@
-package worker_test
+package policies_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
-	"github.com/sluicehq/sluice/worker"
 )
 
 // usagePolicies has a margin for the file and one for a rule, an override
@@ -31,11 +31,11 @@ tasks:
     - {name: burst, scope: global, algorithm: gcra, limit: 50, window: 1m}
 `
 
-func parsePolicies(t *testing.T, yaml string) *worker.Policies {
+func parsePolicies(t *testing.T, yaml string) *policies.Policies {
 	t.Helper()
-	p, err := worker.ParsePolicies(t.Name(), []byte(yaml))
+	p, err := policies.Parse(t.Name(), []byte(yaml))
 	if err != nil {
-		t.Fatalf("ParsePolicies: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
 	return p
 }
@@ -46,7 +46,7 @@ func TestWindowsMatchFor(t *testing.T) {
 	t.Parallel()
 	p := parsePolicies(t, usagePolicies)
 	for _, tenant := range []string{"acme", "big"} {
-		ws, err := worker.Windows(p, "", "", tenant)
+		ws, err := policies.Windows(p, "", "", tenant)
 		if err != nil {
 			t.Fatalf("Windows(%s): %v", tenant, err)
 		}
@@ -64,11 +64,11 @@ func TestWindowsMatchFor(t *testing.T) {
 		}
 	}
 
-	ws, err := worker.Windows(p, "sms:send", "", "big")
+	ws, err := policies.Windows(p, "sms:send", "", "big")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []worker.RuleWindow{
+	want := []policies.RuleWindow{
 		{TaskType: "sms:send", Rule: "per-second", Scope: "tenant", Tenant: "big", Key: "rule/sms:send/per-second/big",
 			Limit: 8, Window: 2 * time.Second, Margin: 100 * time.Millisecond},
 		{TaskType: "sms:send", Rule: "provider", Scope: "global", Key: "rule/sms:send/provider", Limit: 10, Window: time.Second},
@@ -103,11 +103,11 @@ func TestWindowsErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := worker.Windows(p, tc.taskType, tc.rule, tc.tenant)
+			_, err := policies.Windows(p, tc.taskType, tc.rule, tc.tenant)
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if !errors.Is(err, worker.ErrSelection) {
+			if !errors.Is(err, policies.ErrSelection) {
 				t.Errorf("error %q does not match ErrSelection", err)
 			}
 			if got := err.Error(); got != tc.want {
@@ -116,36 +116,9 @@ func TestWindowsErrors(t *testing.T) {
 		})
 	}
 
-	_, _, err := worker.ResetPlan(p, "email:send", "burst", "acme")
-	if want := `rule "burst" of email:send is global: its window is shared by every tenant, and a tenant's reset never empties it`; err == nil || err.Error() != want || !errors.Is(err, worker.ErrSelection) {
+	_, _, err := policies.ResetPlan(p, "email:send", "burst", "acme")
+	if want := `rule "burst" of email:send is global: its window is shared by every tenant, and a tenant's reset never empties it`; err == nil || err.Error() != want || !errors.Is(err, policies.ErrSelection) {
 		t.Errorf("ResetPlan of a global rule: %v, want %q matching ErrSelection", err, want)
-	}
-}
-
-// TestThrottledBy: the messages of the ThrottledErrors that the middleware
-// and the providers return are told apart from failures, whatever the
-// failures say.
-func TestThrottledBy(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		lastErr string
-		by      string
-		ok      bool
-	}{
-		{(&worker.ThrottledError{RetryAfter: 1500 * time.Millisecond, By: "rule tenant-per-second"}).Error(), "rule tenant-per-second", true},
-		{(&worker.ThrottledError{RetryAfter: time.Second, By: "limiter unavailable", Err: errors.New("dial tcp: connection refused; back in line")}).Error(), "limiter unavailable", true},
-		{(&worker.ThrottledError{RetryAfter: time.Minute, By: "provider 429", Err: errors.New("429 Too Many Requests"), FromProvider: true}).Error(), "provider 429", true},
-		{(&worker.ThrottledError{By: "provider hold"}).Error(), "provider hold", true},
-		{"provider down: throttled by the carrier", "", false},
-		{"Throttled by rule x; back in 1s", "", false},
-		{fmt.Errorf("send: %w", &worker.ThrottledError{By: "rule x"}).Error(), "", false}, // not as the middleware returns it
-		{"", "", false},
-	}
-	for _, tc := range cases {
-		by, ok := worker.ThrottledBy(tc.lastErr)
-		if by != tc.by || ok != tc.ok {
-			t.Errorf("ThrottledBy(%q) = %q, %v; want %q, %v", tc.lastErr, by, ok, tc.by, tc.ok)
-		}
 	}
 }
 
@@ -175,7 +148,7 @@ func TestUsageAlgorithms(t *testing.T) {
 	keys := len(redistest.Keys(t, rdb, prefix))
 
 	for _, tenant := range []string{"acme", "globex"} {
-		got, err := worker.Usage(ctx, rdb, prefix, p, "email:send", tenant)
+		got, err := policies.Usage(ctx, rdb, prefix, p, "email:send", tenant)
 		if err != nil {
 			t.Fatalf("Usage(%s): %v", tenant, err)
 		}
@@ -231,7 +204,7 @@ tasks:
 			t.Fatalf("task %d: %+v, %v", i, md, err)
 		}
 	}
-	got, err := worker.Usage(ctx, rdb, prefix, p, "sms:send", "acme")
+	got, err := policies.Usage(ctx, rdb, prefix, p, "sms:send", "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +267,7 @@ tasks:
 			t.Fatalf("task %d: %+v, %v", i, md, err)
 		}
 	}
-	got, err := worker.Usage(ctx, rdb, prefix, p, "sms:send", "acme")
+	got, err := policies.Usage(ctx, rdb, prefix, p, "sms:send", "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,12 +293,12 @@ func ExampleUsage() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	policies, err := worker.LoadPolicies("examples/policies.yaml")
+	p, err := policies.Load("examples/policies.yaml")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return
 	}
-	usage, err := worker.Usage(ctx, rdb, throttle.DefaultPrefix, policies, "sms:send", "acme")
+	usage, err := policies.Usage(ctx, rdb, throttle.DefaultPrefix, p, "sms:send", "acme")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return

@@ -1,0 +1,53 @@
+package policies
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ResetPlan returns what ResetTenant(ctx, rdb, prefix, p, taskType, rule, tenant)
+// would do, without doing it: the windows of tenant it would empty (rules
+// of ScopeTenant) and the global windows it would leave as they are,
+// shared as they are by every tenant. A rule that names only global rules
+// is an error matching ErrSelection, as are those of Windows.
+func ResetPlan(p *Policies, taskType, rule, tenant string) (reset, left []RuleWindow, err error) {
+	windows, err := Windows(p, taskType, rule, tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range windows {
+		if w.Scope == ScopeGlobal {
+			left = append(left, w)
+		} else {
+			reset = append(reset, w)
+		}
+	}
+	if rule != "" && len(reset) == 0 {
+		return nil, nil, selectionErrorf("rule %q of %s is global: its window is shared by every tenant, and a tenant's reset never empties it", rule, left[0].TaskType)
+	}
+	return reset, left, nil
+}
+
+// ResetTenant empties tenant's windows of the rules of ScopeTenant that
+// ResetPlan(p, taskType, rule, tenant) selects, with the limiter's Reset:
+// the admissions in them and the places in line reserved there, whatever
+// the algorithm. It never empties a global window: those are returned in
+// left, untouched. reset holds the windows emptied, all of them unless
+// Redis failed part way. Tasks that held places in an emptied window are
+// placed again when they come back. rdb and prefix are as for Usage.
+func ResetTenant(ctx context.Context, rdb redis.UniversalClient, prefix string, p *Policies, taskType, rule, tenant string) (reset, left []RuleWindow, err error) {
+	plan, left, err := ResetPlan(p, taskType, rule, tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := limiter(rdb, prefix)
+	for _, w := range plan {
+		if err := l.Reset(ctx, w.Key); err != nil {
+			return reset, left, fmt.Errorf("reset %s rule %s for tenant %s: %w", w.TaskType, w.Rule, tenant, err)
+		}
+		reset = append(reset, w)
+	}
+	return reset, left, nil
+}
