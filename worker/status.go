@@ -18,6 +18,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/policies"
 )
 
 // DenialSpan is the span of Activity.DenialRate: the denials a second on
@@ -346,8 +348,8 @@ const statusReads = 4
 type StatusConfig struct {
 	// Policies are the rules the workers enforce; required. Pass the
 	// worker's own (Config.Policies): the page reads each window with
-	// Usage, which prunes with the window it is given.
-	Policies *PolicyFile
+	// policies.Usage, which prunes with the window it is given.
+	Policies *policies.File
 
 	// Activity is what the worker has seen; required. The page shows its
 	// tenants, and its denials a second. Pass the one the Server feeds
@@ -473,7 +475,7 @@ type pageRead struct {
 // readResult is what a pageRead got.
 type readResult struct {
 	pageRead
-	usage []RuleUsage
+	usage []policies.RuleUsage
 	retry RetryQueue
 	err   error
 }
@@ -536,7 +538,7 @@ wait:
 }
 
 // run makes one read, once a place in s.reads is free.
-func (s *statusPage) run(ctx context.Context, p *Policies, rd pageRead) readResult {
+func (s *statusPage) run(ctx context.Context, p *policies.Policies, rd pageRead) readResult {
 	select {
 	case s.reads <- struct{}{}:
 	case <-ctx.Done():
@@ -553,7 +555,7 @@ func (s *statusPage) run(ctx context.Context, p *Policies, rd pageRead) readResu
 		}
 		return readResult{pageRead: rd, retry: rq, err: err}
 	}
-	u, err := Usage(ctx, s.rdb, s.cfg.Prefix, p, rd.taskType, rd.tenant)
+	u, err := policies.Usage(ctx, s.rdb, s.cfg.Prefix, p, rd.taskType, rd.tenant)
 	return readResult{pageRead: rd, usage: u, err: err}
 }
 
@@ -660,7 +662,7 @@ func (b backlog) get(k backlogKey, now time.Time) (int, string) {
 }
 
 // build turns the reads into the page's data.
-func (s *statusPage) build(p *Policies, tenants []SeenTenant, reads []pageRead, got map[pageRead]readResult, took time.Duration) statusData {
+func (s *statusPage) build(p *policies.Policies, tenants []SeenTenant, reads []pageRead, got map[pageRead]readResult, took time.Duration) statusData {
 	now := time.Now()
 	a := s.cfg.Activity
 	d := statusData{
@@ -715,7 +717,7 @@ func (s *statusPage) build(p *Policies, tenants []SeenTenant, reads []pageRead, 
 		d.Queues = append(d.Queues, qv)
 	}
 
-	row := func(u RuleUsage, tenant string) windowView {
+	row := func(u policies.RuleUsage, tenant string) windowView {
 		v := windowView{
 			TaskType: u.TaskType, Rule: u.Rule, Scope: u.Scope, Tenant: u.Tenant, Shadow: u.Shadow,
 			Limit: u.Limit, Window: fmtDuration(u.Window), Used: u.Used, InLine: u.InLine,
@@ -755,7 +757,7 @@ func (s *statusPage) build(p *Policies, tenants []SeenTenant, reads []pageRead, 
 			}
 			read = true
 			for _, u := range r.usage {
-				if u.Scope == ScopeGlobal {
+				if u.Scope == policies.ScopeGlobal {
 					if !seenGlobal[u.Key] {
 						seenGlobal[u.Key] = true
 						d.Globals = append(d.Globals, row(u, ""))
