@@ -22,7 +22,7 @@ targets=(
   "./producer FuzzDecodePayload"
   "./producer FuzzReadBulk"
   "./worker FuzzParsePolicies"
-  "./worker FuzzParseRetryAfter"
+  "./provider FuzzParseRetryAfter"
 )
 
 # A target written but not listed here would never be fuzzed.

@@ -11,11 +11,12 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 )
 
 // IsFailure is asynq's Config.IsFailure for Sluice: a throttled task has not
 // failed, so its retry count stays and failure statistics stay clean.
-func IsFailure(err error) bool { return !IsThrottled(err) }
+func IsFailure(err error) bool { return !provider.IsThrottled(err) }
 
 // RetryDelay returns asynq's Config.RetryDelayFunc for Sluice: a throttled
 // task comes back at its RetryAfter, rounded up to the next whole second
@@ -30,7 +31,7 @@ func RetryDelay(fallback asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 		fallback = asynq.DefaultRetryDelayFunc
 	}
 	return func(n int, err error, task *asynq.Task) time.Duration {
-		var te *ThrottledError
+		var te *provider.ThrottledError
 		switch {
 		case errors.As(err, &te):
 			return ceilToSecond(time.Now(), te.RetryAfter)
@@ -67,7 +68,7 @@ func ErrorHandler(logger *slog.Logger) asynq.ErrorHandler {
 		retried, _ := asynq.GetRetryCount(ctx)
 		attrs := []any{"task", id, "type", task.Type(), "tenant", task.Headers()[producer.HeaderTenant], "err", err}
 		switch {
-		case IsThrottled(err):
+		case provider.IsThrottled(err):
 			logger.Debug("task throttled", attrs...)
 		case errors.Is(err, asynq.SkipRetry):
 			logger.Error("task archived", attrs...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -151,7 +152,7 @@ func TestMiddlewareOnDecisionError(t *testing.T) {
 	s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(0)))
 	f := receive(t, s.failures, "ErrorHandler call")
 	s.stop()
-	if !worker.IsThrottled(f.Err) {
+	if !provider.IsThrottled(f.Err) {
 		t.Errorf("task ended with %v, want throttled", f.Err)
 	}
 	got := drain(events)
@@ -186,7 +187,7 @@ func TestServerOnDecision(t *testing.T) {
 		},
 		Policies:        worker.StaticPolicies(p),
 		SMS:             sent,
-		Email:           worker.LogProvider{},
+		Email:           provider.LogProvider{},
 		Queues:          map[string]int{q: 1},
 		Prefix:          prefix,
 		ShutdownTimeout: 5 * time.Second,

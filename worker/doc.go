@@ -8,13 +8,14 @@
 //   - throttle.go: the middleware (NewThrottle, Throttle.Middleware): every
 //     rule of a task checked in one atomic call; a denied task takes a
 //     place in line and waits in the worker or goes back through asynq's
-//     retry set as a ThrottledError, never spending its retry budget;
-//     providers' 429s held back in every worker; fail-closed or fail-open
-//     when Redis cannot decide within DecisionTimeout.
+//     retry set as a provider.ThrottledError, never spending its retry
+//     budget; providers' 429s held back in every worker; fail-closed or
+//     fail-open when Redis cannot decide within DecisionTimeout.
 //   - server.go: a ready-made worker (NewServer, Server.Run) with the
 //     middleware, the providers and asynq set up for Sluice.
-//   - provider.go, webhook.go, smtp.go: the providers (Handler, Webhook,
-//     SMTP, LogProvider).
+//   - handler.go: Handler, which sends each task through its provider
+//     (package provider: Webhook, SMTP, LogProvider; their old names
+//     here, in provider_aliases.go, are deprecated).
 //   - metrics.go, ops.go, status.go: Prometheus metrics, the /healthz,
 //     /readyz and /metrics endpoints, and the status page.
 //   - usage.go, retryset.go: what the admin command and the status page

@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -58,7 +59,7 @@ tasks:
 			s.stop()
 			throttled := 0
 			for _, f := range drain(s.failures) {
-				if !worker.IsThrottled(f.Err) {
+				if !provider.IsThrottled(f.Err) {
 					t.Errorf("task %s failed: %v", f.ID, f.Err)
 				}
 				throttled++
@@ -92,7 +93,7 @@ func TestMiddlewareProviderHold(t *testing.T) {
 	var answered atomic.Bool
 	rec := newRecorder(func(c call) error {
 		if !answered.Swap(true) {
-			return &worker.ThrottledError{RetryAfter: hold, By: "provider 429", FromProvider: true}
+			return &provider.ThrottledError{RetryAfter: hold, By: "provider 429", FromProvider: true}
 		}
 		return nil
 	})
@@ -147,7 +148,7 @@ tasks:
 	}
 	s.stop()
 	for _, f := range drain(s.failures) {
-		if !worker.IsThrottled(f.Err) {
+		if !provider.IsThrottled(f.Err) {
 			t.Errorf("task %s failed: %v", f.ID, f.Err)
 		}
 	}

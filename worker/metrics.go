@@ -6,6 +6,8 @@ import (
 	"net/textproto"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/provider"
 )
 
 // MetricsConfig configures NewMetrics. The zero value is the default.
@@ -151,9 +153,9 @@ func (m *Metrics) ObserveShadow(taskType, rule string, allowed bool) {
 }
 
 // ObserveThrottled counts a task sent back to the queue by err, a
-// ThrottledError; other errors are not counted.
+// provider.ThrottledError; other errors are not counted.
 func (m *Metrics) ObserveThrottled(taskType string, err error) {
-	te, ok := errors.AsType[*ThrottledError](err)
+	te, ok := errors.AsType[*provider.ThrottledError](err)
 	if !ok {
 		return
 	}
@@ -171,20 +173,20 @@ func (m *Metrics) ObserveProvider(provider string, err error) {
 }
 
 // ResponseClass returns the class of a provider's answer, from what its
-// Send returned: "2xx" for nil; the class of a *StatusError's code or of
+// Send returned: "2xx" for nil; the class of a *provider.StatusError's code or of
 // an SMTP reply (*textproto.Error), with "429" apart; "429" for a
-// ThrottledError from the provider; "error" when no answer came (the
+// provider.ThrottledError from the provider; "error" when no answer came (the
 // connection failed, a timeout).
 func ResponseClass(err error) string {
 	if err == nil {
 		return "2xx"
 	}
 	code := 0
-	if se, ok := errors.AsType[*StatusError](err); ok {
+	if se, ok := errors.AsType[*provider.StatusError](err); ok {
 		code = se.Code
 	} else if te, ok := errors.AsType[*textproto.Error](err); ok {
 		code = te.Code
-	} else if te, ok := errors.AsType[*ThrottledError](err); ok && te.FromProvider {
+	} else if te, ok := errors.AsType[*provider.ThrottledError](err); ok && te.FromProvider {
 		code = 429
 	}
 	switch {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -127,14 +128,14 @@ func TestResponseClass(t *testing.T) {
 		want string
 	}{
 		{nil, "2xx"},
-		{&worker.StatusError{Code: 400, Status: "400 Bad Request"}, "4xx"},
-		{fmt.Errorf("webhook: %w", &worker.StatusError{Code: 503, Status: "503 Service Unavailable"}), "5xx"},
-		{&worker.ThrottledError{RetryAfter: time.Second, By: "provider 429", Err: &worker.StatusError{Code: 429}, FromProvider: true}, "429"},
-		{&worker.ThrottledError{RetryAfter: time.Second, By: "provider 429", FromProvider: true}, "429"},
+		{&provider.StatusError{Code: 400, Status: "400 Bad Request"}, "4xx"},
+		{fmt.Errorf("webhook: %w", &provider.StatusError{Code: 503, Status: "503 Service Unavailable"}), "5xx"},
+		{&provider.ThrottledError{RetryAfter: time.Second, By: "provider 429", Err: &provider.StatusError{Code: 429}, FromProvider: true}, "429"},
+		{&provider.ThrottledError{RetryAfter: time.Second, By: "provider 429", FromProvider: true}, "429"},
 		{fmt.Errorf("%w: smtp: %w", asynq.SkipRetry, &textproto.Error{Code: 550, Msg: "no such user"}), "5xx"},
 		{&textproto.Error{Code: 451, Msg: "try later"}, "4xx"},
 		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), "error"},
-		{&worker.StatusError{Code: 999}, "error"},
+		{&provider.StatusError{Code: 999}, "error"},
 	}
 	for _, tc := range cases {
 		if got := worker.ResponseClass(tc.err); got != tc.want {
@@ -152,8 +153,8 @@ func TestMetricsObserveThrottledAndProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ObserveThrottled("sms:send", &worker.ThrottledError{By: "rule tenant"})
-	m.ObserveThrottled("sms:send", fmt.Errorf("wrapped: %w", &worker.ThrottledError{By: "provider 429", FromProvider: true}))
+	m.ObserveThrottled("sms:send", &provider.ThrottledError{By: "rule tenant"})
+	m.ObserveThrottled("sms:send", fmt.Errorf("wrapped: %w", &provider.ThrottledError{By: "provider 429", FromProvider: true}))
 	m.ObserveThrottled("sms:send", errors.New("a failure"))
 	m.ObserveProvider("sms", nil)
 	m.ObserveProvider("email", &textproto.Error{Code: 421})

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -225,7 +226,7 @@ tasks:
 				t.Errorf("%d more ErrorHandler calls, the first %v", len(more), more[0].Err)
 			}
 			for _, f := range throttled {
-				te, ok := errors.AsType[*worker.ThrottledError](f.Err)
+				te, ok := errors.AsType[*provider.ThrottledError](f.Err)
 				if !ok {
 					t.Errorf("error %q is not a *ThrottledError", f.Err)
 					continue
@@ -321,7 +322,7 @@ tasks:
 		}
 	}
 	for _, f := range drain(s.failures) {
-		if !worker.IsThrottled(f.Err) {
+		if !provider.IsThrottled(f.Err) {
 			t.Errorf("task %s failed: %v", f.ID, f.Err)
 		}
 	}
@@ -390,11 +391,11 @@ func TestMiddlewareRetryBudget(t *testing.T) {
 			false, asynq.TaskStateArchived, 0, []string{"retry budget of 0 spent"}, ""},
 		{"header wins over asynq's MaxRetry", byHand(map[string]string{producer.HeaderTenant: "acme", producer.HeaderMaxRetry: "0"}, asynq.MaxRetry(10)), errProviderDown,
 			false, asynq.TaskStateArchived, 0, []string{"retry budget of 0 spent"}, ""},
-		{"permanent error archived as it is", withProducer(asynq.MaxRetry(3)), worker.Permanent(errors.New("number not in service")),
+		{"permanent error archived as it is", withProducer(asynq.MaxRetry(3)), provider.Permanent(errors.New("number not in service")),
 			false, asynq.TaskStateArchived, 0, []string{"number not in service"}, "retry budget"},
-		{"provider throttling is not a failure", withProducer(asynq.MaxRetry(0)), &worker.ThrottledError{RetryAfter: time.Hour, By: "test provider"},
+		{"provider throttling is not a failure", withProducer(asynq.MaxRetry(0)), &provider.ThrottledError{RetryAfter: time.Hour, By: "test provider"},
 			false, asynq.TaskStateRetry, 0, []string{"throttled by test provider"}, "retry budget"},
-		{"wrapped provider throttling is not a failure", withProducer(asynq.MaxRetry(0)), fmt.Errorf("send: %w", &worker.ThrottledError{RetryAfter: time.Hour, By: "test provider"}),
+		{"wrapped provider throttling is not a failure", withProducer(asynq.MaxRetry(0)), fmt.Errorf("send: %w", &provider.ThrottledError{RetryAfter: time.Hour, By: "test provider"}),
 			false, asynq.TaskStateRetry, 0, []string{"throttled by test provider"}, "retry budget"},
 		{"no header: asynq MaxRetry(0)", byHand(map[string]string{producer.HeaderTenant: "acme"}, asynq.MaxRetry(0)), errProviderDown,
 			false, asynq.TaskStateArchived, 0, []string{"retry budget", "provider down"}, ""},
@@ -441,7 +442,7 @@ func TestMiddlewareRetryBudget(t *testing.T) {
 				t.Errorf("handler ran %d more times", len(calls))
 			}
 			wantFailed := 1
-			if worker.IsThrottled(tc.result) {
+			if provider.IsThrottled(tc.result) {
 				wantFailed = 0
 			}
 			if got, want := s.queueInfo(t).FailedTotal, wantFailed; got != want {
@@ -608,7 +609,7 @@ func TestMiddlewareLimiterUnreachable(t *testing.T) {
 				if f.ID != sms.ID {
 					t.Errorf("ErrorHandler saw task %s, want the SMS task %s", f.ID, sms.ID)
 				}
-				te, ok := errors.AsType[*worker.ThrottledError](f.Err)
+				te, ok := errors.AsType[*provider.ThrottledError](f.Err)
 				if !ok {
 					t.Fatalf("error %q is not a *ThrottledError", f.Err)
 				}
@@ -645,13 +646,13 @@ func TestMiddlewareQuotaSpentOnAdmission(t *testing.T) {
 	s := startServer(t, rdb, newThrottle(t, rdb, redistest.Prefix(t), perHour).Middleware(rec))
 	first := s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(3)))
 	receive(t, rec.calls, "handler call")
-	if f := receive(t, s.failures, "first failure"); f.ID != first.ID || worker.IsThrottled(f.Err) {
+	if f := receive(t, s.failures, "first failure"); f.ID != first.ID || provider.IsThrottled(f.Err) {
 		t.Fatalf("first failure: task %s, %v; want task %s failing", f.ID, f.Err, first.ID)
 	}
 	second := s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(3)))
 	f := receive(t, s.failures, "second failure")
 	s.stop()
-	if f.ID != second.ID || !worker.IsThrottled(f.Err) {
+	if f.ID != second.ID || !provider.IsThrottled(f.Err) {
 		t.Errorf("second failure: task %s, %v; want task %s throttled", f.ID, f.Err, second.ID)
 	}
 	if calls := drain(rec.calls); len(calls) > 0 {
@@ -695,7 +696,7 @@ func TestNewThrottleRejects(t *testing.T) {
 // at error, failures to retry at warn.
 func TestErrorHandler(t *testing.T) {
 	t.Parallel()
-	throttled := &worker.ThrottledError{RetryAfter: 2 * time.Second, By: "rule per-second"}
+	throttled := &provider.ThrottledError{RetryAfter: 2 * time.Second, By: "rule per-second"}
 	cases := []struct {
 		name      string
 		err       error
@@ -704,7 +705,7 @@ func TestErrorHandler(t *testing.T) {
 	}{
 		{"throttled", throttled, "DEBUG", "task throttled"},
 		{"throttled, wrapped", fmt.Errorf("send: %w", throttled), "DEBUG", "task throttled"},
-		{"archived", worker.Permanent(errors.New("number not in service")), "ERROR", "task archived"},
+		{"archived", provider.Permanent(errors.New("number not in service")), "ERROR", "task archived"},
 		{"archived, budget spent", fmt.Errorf("%w: retry budget of 0 spent: %w", asynq.SkipRetry, errProviderDown), "ERROR", "task archived"},
 		{"failed", errProviderDown, "WARN", "task failed; will retry"},
 		{"failed, wrapped", fmt.Errorf("webhook: %w", errProviderDown), "WARN", "task failed; will retry"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -59,7 +60,7 @@ func TestMiddlewareDecisionTimeout(t *testing.T) {
 	s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(0)))
 	f := receive(t, s.failures, "ErrorHandler call")
 	s.stop()
-	te, ok := errors.AsType[*worker.ThrottledError](f.Err)
+	te, ok := errors.AsType[*provider.ThrottledError](f.Err)
 	if !ok || te.By != "limiter unavailable" {
 		t.Fatalf("task ended with %v, want throttled by the limiter unavailable", f.Err)
 	}

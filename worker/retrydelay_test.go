@@ -8,6 +8,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -23,7 +24,7 @@ func TestRetryDelay(t *testing.T) {
 		t.Run(fmt.Sprint(after), func(t *testing.T) {
 			t.Parallel()
 			before := time.Now()
-			d := delay(3, fmt.Errorf("wrapped: %w", &worker.ThrottledError{RetryAfter: after, By: "rule r"}), task)
+			d := delay(3, fmt.Errorf("wrapped: %w", &provider.ThrottledError{RetryAfter: after, By: "rule r"}), task)
 			after2 := time.Now()
 			if d < after {
 				t.Errorf("delay %v is shorter than RetryAfter %v", d, after)

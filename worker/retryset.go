@@ -12,20 +12,21 @@ import (
 	"github.com/sluicehq/sluice/producer"
 )
 
-// throttledPrefix starts the message of every ThrottledError (see
-// ThrottledError.Error), and so the last error that asynq keeps for a task
-// that was throttled back to its retry set.
+// throttledPrefix starts the message of every provider.ThrottledError
+// (see provider.ThrottledError.Error), and so the last error that asynq
+// keeps for a task that was throttled back to its retry set.
 const throttledPrefix = "throttled by "
 
 // ThrottledBy reads the last error that asynq keeps for a task
 // (asynq.TaskInfo.LastErr). When the task came back through the retry set
-// because it was throttled, the message is that of a ThrottledError,
-// "throttled by rule tenant-per-second; back in 2.4s", and ThrottledBy
-// returns what held it back, "rule tenant-per-second" (or "provider
-// hold", "limiter unavailable", ...), and true. For any other message (a
-// real failure) it returns "" and false. It is IsThrottled for an error
-// that has been through Redis and is only text: it knows the message of a
-// ThrottledError returned as it is, as the Throttle middleware returns it.
+// because it was throttled, the message is that of a
+// provider.ThrottledError, "throttled by rule tenant-per-second; back in
+// 2.4s", and ThrottledBy returns what held it back, "rule
+// tenant-per-second" (or "provider hold", "limiter unavailable", ...), and
+// true. For any other message (a real failure) it returns "" and false. It
+// is provider.IsThrottled for an error that has been through Redis and is
+// only text: it knows the message of a ThrottledError returned as it is,
+// as the Throttle middleware returns it.
 func ThrottledBy(lastErr string) (by string, ok bool) {
 	rest, ok := strings.CutPrefix(lastErr, throttledPrefix)
 	if !ok {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -19,13 +20,13 @@ func TestThrottledBy(t *testing.T) {
 		by      string
 		ok      bool
 	}{
-		{(&worker.ThrottledError{RetryAfter: 1500 * time.Millisecond, By: "rule tenant-per-second"}).Error(), "rule tenant-per-second", true},
-		{(&worker.ThrottledError{RetryAfter: time.Second, By: "limiter unavailable", Err: errors.New("dial tcp: connection refused; back in line")}).Error(), "limiter unavailable", true},
-		{(&worker.ThrottledError{RetryAfter: time.Minute, By: "provider 429", Err: errors.New("429 Too Many Requests"), FromProvider: true}).Error(), "provider 429", true},
-		{(&worker.ThrottledError{By: "provider hold"}).Error(), "provider hold", true},
+		{(&provider.ThrottledError{RetryAfter: 1500 * time.Millisecond, By: "rule tenant-per-second"}).Error(), "rule tenant-per-second", true},
+		{(&provider.ThrottledError{RetryAfter: time.Second, By: "limiter unavailable", Err: errors.New("dial tcp: connection refused; back in line")}).Error(), "limiter unavailable", true},
+		{(&provider.ThrottledError{RetryAfter: time.Minute, By: "provider 429", Err: errors.New("429 Too Many Requests"), FromProvider: true}).Error(), "provider 429", true},
+		{(&provider.ThrottledError{By: "provider hold"}).Error(), "provider hold", true},
 		{"provider down: throttled by the carrier", "", false},
 		{"Throttled by rule x; back in 1s", "", false},
-		{fmt.Errorf("send: %w", &worker.ThrottledError{By: "rule x"}).Error(), "", false}, // not as the middleware returns it
+		{fmt.Errorf("send: %w", &provider.ThrottledError{By: "rule x"}).Error(), "", false}, // not as the middleware returns it
 		{"", "", false},
 	}
 	for _, tc := range cases {

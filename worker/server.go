@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -31,11 +32,11 @@ type Config struct {
 	// SMS and Email send the tasks; both are required. NewServer refuses
 	// a nil provider: the worker fetches both task types from its queues,
 	// and without a provider it could only archive the tasks of that type,
-	// after the limiter had counted them. LogProvider logs instead of
+	// after the limiter had counted them. provider.LogProvider logs instead of
 	// sending, and the task completes: for a type that no one enqueues, or
 	// that should not go out.
-	SMS   SMSProvider
-	Email EmailProvider
+	SMS   provider.SMSProvider
+	Email provider.EmailProvider
 
 	// Concurrency is how many tasks run at once in this process; default
 	// DefaultConcurrency.
@@ -59,7 +60,7 @@ type Config struct {
 
 	// ErrorHandler, when set, is called after the worker's own logging
 	// (see ErrorHandler) for every task run that returned an error: a task
-	// sent back through the retry set by throttling (IsThrottled), a
+	// sent back through the retry set by throttling (provider.IsThrottled), a
 	// failure to be retried, or a task being archived. It runs in the
 	// task's goroutine, as asynq's Config.ErrorHandler, so it must be safe
 	// for concurrent use and quick. Nil means none. The demo
@@ -166,19 +167,15 @@ func (c Config) withDefaults() Config {
 
 // observeProviders returns c's providers, wrapped so that the metrics and
 // the activity, when c has them, see each answer.
-func (c Config) observeProviders() (SMSProvider, EmailProvider) {
-	var answers []func(provider string, err error)
+func (c Config) observeProviders() (provider.SMSProvider, provider.EmailProvider) {
+	var answers []provider.Answer
 	if c.Metrics != nil {
 		answers = append(answers, c.Metrics.ObserveProvider)
 	}
 	if c.Activity != nil {
 		answers = append(answers, c.Activity.ObserveProvider)
 	}
-	if len(answers) == 0 {
-		return c.SMS, c.Email
-	}
-	return observedSMS{observed[producer.SMS]{"sms", c.SMS.SendSMS, answers}},
-		observedEmail{observed[producer.Email]{"email", c.Email.SendEmail, answers}}
+	return provider.ObserveSMS("sms", c.SMS, answers...), provider.ObserveEmail("email", c.Email, answers...)
 }
 
 // onDecision returns the hook that gives each decision to the metrics, the

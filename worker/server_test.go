@@ -16,13 +16,14 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/worker"
 )
 
 // smsRecorder is an SMSProvider that passes each message to a channel.
-type smsRecorder chan worker.Message[producer.SMS]
+type smsRecorder chan provider.Message[producer.SMS]
 
-func (r smsRecorder) SendSMS(_ context.Context, m worker.Message[producer.SMS]) error {
+func (r smsRecorder) SendSMS(_ context.Context, m provider.Message[producer.SMS]) error {
 	r <- m
 	return nil
 }
@@ -57,7 +58,7 @@ func TestServerErrorHandler(t *testing.T) {
 		},
 		Policies:        worker.StaticPolicies(p),
 		SMS:             sent,
-		Email:           worker.LogProvider{},
+		Email:           provider.LogProvider{},
 		Queues:          map[string]int{q: 1},
 		Prefix:          prefix,
 		ShutdownTimeout: 5 * time.Second,
@@ -93,7 +94,7 @@ func TestServerErrorHandler(t *testing.T) {
 			t.Errorf("Config.ErrorHandler called for %v before the worker logged it", h.err)
 		}
 		switch {
-		case worker.IsThrottled(h.err) && h.tenant == "acme":
+		case provider.IsThrottled(h.err) && h.tenant == "acme":
 			throttled++
 		case errors.Is(h.err, asynq.SkipRetry) && h.tenant == "globex":
 			archived++
@@ -124,7 +125,7 @@ func TestNewServerRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := worker.Config{Policies: worker.StaticPolicies(p), SMS: worker.LogProvider{}, Email: worker.LogProvider{}}
+	good := worker.Config{Policies: worker.StaticPolicies(p), SMS: provider.LogProvider{}, Email: provider.LogProvider{}}
 	cases := []struct {
 		name   string
 		change func(*worker.Config)
@@ -172,7 +173,7 @@ func TestServerUnthrottled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := worker.NewServer(rdb, worker.Config{Policies: f, SMS: worker.LogProvider{}, Email: worker.LogProvider{}})
+	srv, err := worker.NewServer(rdb, worker.Config{Policies: f, SMS: provider.LogProvider{}, Email: provider.LogProvider{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -160,9 +161,9 @@ func TestActivityProviders(t *testing.T) {
 	start := clock.Now()
 	a := worker.NewActivity(&worker.ActivityConfig{Now: clock.Now})
 	a.ObserveProvider("sms", nil)
-	a.ObserveProvider("sms", &worker.StatusError{Code: 429, Status: "429 Too Many Requests"})
+	a.ObserveProvider("sms", &provider.StatusError{Code: 429, Status: "429 Too Many Requests"})
 	clock.Set(start.Add(30 * time.Second))
-	a.ObserveProvider("sms", &worker.ThrottledError{FromProvider: true, RetryAfter: time.Second})
+	a.ObserveProvider("sms", &provider.ThrottledError{FromProvider: true, RetryAfter: time.Second})
 	a.ObserveProvider("email", errors.New("dial tcp: connection refused"))
 	clock.Set(start.Add(70 * time.Second))
 	want := []worker.ProviderActivity{
@@ -283,7 +284,7 @@ func TestStatusPage(t *testing.T) {
 		},
 		Policies:        policies,
 		SMS:             sent,
-		Email:           worker.LogProvider{},
+		Email:           provider.LogProvider{},
 		Queues:          map[string]int{q: 1},
 		Prefix:          prefix,
 		ShutdownTimeout: 5 * time.Second,
@@ -312,7 +313,7 @@ func TestStatusPage(t *testing.T) {
 		}
 		return qi.Retry == 3 && qi.Active == 0, fmt.Sprintf("%d in the retry set, %d active, not 3 and 0", qi.Retry, qi.Active)
 	})
-	activity.ObserveProvider("sms", &worker.StatusError{Code: 429, Status: "429 Too Many Requests"})
+	activity.ObserveProvider("sms", &provider.StatusError{Code: 429, Status: "429 Too Many Requests"})
 
 	h, err := worker.StatusPage(rdb, worker.StatusConfig{Policies: policies, Activity: activity, Queues: []string{q}, Prefix: prefix, Name: "w1"})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -118,16 +119,16 @@ func (t *Throttle) Stop() { t.stopOnce.Do(func() { close(t.stopping) }) }
 // A denied task takes a place in line (see throttle.Limiter.AllowInLine), so
 // a denied backlog comes back one free slot at a time. A place within
 // MaxHold is waited for in the worker; a later one sends the task back
-// through asynq's retry set, as a ThrottledError timed to return shortly
-// before the place, and the task is then held for the rest.
+// through asynq's retry set, as a provider.ThrottledError timed to return
+// shortly before the place, and the task is then held for the rest.
 //
 // The quota unit is spent when the task is admitted, whether or not the
 // provider then succeeds: a provider call that fails after admission used a
 // slot, as it did at the provider.
 //
-// When the provider answers 429 (a ThrottledError with FromProvider), the
-// task type's sends (or the tenant's, with HoldTenant) are held back in
-// every worker until the provider's Retry-After.
+// When the provider answers 429 (a provider.ThrottledError with
+// FromProvider), the task type's sends (or the tenant's, with HoldTenant)
+// are held back in every worker until the provider's Retry-After.
 //
 // A task of type producer.TypeSMS or producer.TypeEmail whose payload is
 // larger than producer.MaxPayload is archived before it reaches the limiter
@@ -154,7 +155,7 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 			return err
 		}
 		err := runHandler(ctx, next, task)
-		var te *ThrottledError
+		var te *provider.ThrottledError
 		if errors.As(err, &te) && te.FromProvider {
 			if herr := t.holds.hold(ctx, holdKey, te.RetryAfter); herr != nil {
 				t.logger.Warn("could not share the provider's hold with other workers", "key", holdKey, "err", herr)
@@ -203,7 +204,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 	id, _ := asynq.GetTaskID(ctx)
 	for waits := 0; ; waits++ {
 		if err := ctx.Err(); err != nil {
-			return &ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
+			return &provider.ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
 		}
 		left, err := t.holdLeft(ctx, holdKey)
 		if err != nil {
@@ -215,7 +216,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 			if waits < maxHolds && t.wait(ctx, left) {
 				continue
 			}
-			return &ThrottledError{RetryAfter: left, By: "provider hold"}
+			return &provider.ThrottledError{RetryAfter: left, By: "provider hold"}
 		}
 		if len(checks) == 0 {
 			t.shadowOnly(ctx, taskType, tenant, shadow)
@@ -240,13 +241,13 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		case err != nil && ctx.Err() != nil:
 			// Not the limiter's fault: never run a task without a decision
 			// because its own context ended (asynq may have requeued it).
-			return &ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
+			return &provider.ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
 		case err != nil && t.mode == FailOpen:
 			t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)",
 				"task", id, "type", taskType, "tenant", tenant, "latency", latency, "err", err)
 			return nil
 		case err != nil:
-			return &ThrottledError{RetryAfter: t.backoff, By: "limiter unavailable", Err: err}
+			return &provider.ThrottledError{RetryAfter: t.backoff, By: "limiter unavailable", Err: err}
 		case md.Allowed:
 			return nil
 		}
@@ -260,7 +261,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		if back > t.maxHold {
 			back -= t.lead
 		}
-		return &ThrottledError{RetryAfter: max(back, 0), By: "rule " + applied[md.Denied].Rule}
+		return &provider.ThrottledError{RetryAfter: max(back, 0), By: "rule " + applied[md.Denied].Rule}
 	}
 }
 

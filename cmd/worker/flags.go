@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -21,7 +22,7 @@ type flags struct {
 	redisURL, policies, smsWebhook         *string
 	smsLog, emailLog                       *bool
 	smtpAddr, smtpFrom, smtpUser           *string
-	smtpStartTLS                           worker.StartTLSMode
+	smtpStartTLS                           provider.StartTLSMode
 	concurrency                            *int
 	queues, prefix                         *string
 	checkInterval, fetchInterval, shutdown *time.Duration
@@ -36,7 +37,7 @@ type flags struct {
 // defaults: the packages' named defaults.
 func newFlags() *flags {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	f := &flags{fs: fs, smtpStartTLS: worker.StartTLSRequire}
+	f := &flags{fs: fs, smtpStartTLS: provider.StartTLSRequire}
 	f.redisURL = fs.String("redis", "", cli.RedisURLHelp)
 	f.policies = fs.String("policies", "", "policies `file` (YAML)")
 	f.smsWebhook = fs.String("sms-webhook", "", "SMS provider webhook `URL`; a bearer token comes from SLUICE_SMS_WEBHOOK_TOKEN or SLUICE_SMS_WEBHOOK_TOKEN_FILE")
@@ -45,7 +46,7 @@ func newFlags() *flags {
 	f.smtpAddr = fs.String("smtp-addr", "", "send email through the SMTP server at `host:port` (such as smtp.example.com:587)")
 	f.smtpFrom = fs.String("smtp-from", "", "sender `address` of email whose task has no from; a display name may come with it: \"Acme <noreply@acme.example>\"")
 	f.smtpUser = fs.String("smtp-user", "", "SMTP `username` for AUTH PLAIN; the password comes from SLUICE_SMTP_PASSWORD or SLUICE_SMTP_PASSWORD_FILE")
-	fs.TextVar(&f.smtpStartTLS, "smtp-starttls", worker.StartTLSRequire, "STARTTLS `mode`: require, opportunistic (only if offered) or off")
+	fs.TextVar(&f.smtpStartTLS, "smtp-starttls", provider.StartTLSRequire, "STARTTLS `mode`: require, opportunistic (only if offered) or off")
 	f.concurrency = fs.Int("concurrency", worker.DefaultConcurrency, "tasks run at once in this process")
 	f.queues = fs.String("queues", "default=1", "queues and priorities, `name=prio,...`")
 	f.prefix = fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys")
@@ -140,7 +141,7 @@ func (f *flags) holdScope() (worker.HoldScope, error) {
 
 // providers returns the SMS and email providers the flags and the secrets
 // choose; it refuses none, two, and settings of a provider not chosen.
-func (f *flags) providers(logger *slog.Logger) (worker.SMSProvider, worker.EmailProvider, error) {
+func (f *flags) providers(logger *slog.Logger) (provider.SMSProvider, provider.EmailProvider, error) {
 	sms, err := f.smsProvider(logger)
 	if err != nil {
 		return nil, nil, err
@@ -161,7 +162,7 @@ func (f *flags) providers(logger *slog.Logger) (worker.SMSProvider, worker.Email
 
 // smsProvider returns the SMS provider the flags choose, nil for none.
 
-func (f *flags) smsProvider(logger *slog.Logger) (worker.SMSProvider, error) {
+func (f *flags) smsProvider(logger *slog.Logger) (provider.SMSProvider, error) {
 	token, err := secret(envSMSWebhookToken)
 	switch {
 	case err != nil:
@@ -169,7 +170,7 @@ func (f *flags) smsProvider(logger *slog.Logger) (worker.SMSProvider, error) {
 	case *f.smsWebhook != "" && *f.smsLog:
 		return nil, cli.Usagef("--sms-webhook and --sms-log both choose the SMS provider; give one")
 	case *f.smsWebhook != "":
-		webhook := &worker.Webhook{URL: *f.smsWebhook, Token: token}
+		webhook := &provider.Webhook{URL: *f.smsWebhook, Token: token}
 		if err := webhook.Validate(); err != nil {
 			return nil, cli.Usagef("--sms-webhook: %v", err)
 		}
@@ -177,14 +178,14 @@ func (f *flags) smsProvider(logger *slog.Logger) (worker.SMSProvider, error) {
 	case token != "":
 		return nil, cli.Usagef("%s needs --sms-webhook (SLUICE_SMS_WEBHOOK)", envSMSWebhookToken)
 	case *f.smsLog:
-		return worker.LogProvider{Logger: logger}, nil
+		return provider.LogProvider{Logger: logger}, nil
 	}
 	return nil, nil
 }
 
 // emailProvider returns the email provider the flags choose, nil for none.
 
-func (f *flags) emailProvider(logger *slog.Logger) (worker.EmailProvider, error) {
+func (f *flags) emailProvider(logger *slog.Logger) (provider.EmailProvider, error) {
 	password, err := secret(envSMTPPassword)
 	switch {
 	case err != nil:
@@ -192,7 +193,7 @@ func (f *flags) emailProvider(logger *slog.Logger) (worker.EmailProvider, error)
 	case *f.smtpAddr != "" && *f.emailLog:
 		return nil, cli.Usagef("--smtp-addr and --email-log both choose the email provider; give one")
 	case *f.smtpAddr != "":
-		smtp := &worker.SMTP{Addr: *f.smtpAddr, From: *f.smtpFrom, Username: *f.smtpUser, Password: password, StartTLS: f.smtpStartTLS}
+		smtp := &provider.SMTP{Addr: *f.smtpAddr, From: *f.smtpFrom, Username: *f.smtpUser, Password: password, StartTLS: f.smtpStartTLS}
 		if err := smtp.Validate(); err != nil {
 			return nil, cli.Usagef("%v", err)
 		}
@@ -200,7 +201,7 @@ func (f *flags) emailProvider(logger *slog.Logger) (worker.EmailProvider, error)
 	case *f.smtpFrom != "" || *f.smtpUser != "" || password != "" || f.isSet("smtp-starttls"):
 		return nil, cli.Usagef("--smtp-from, --smtp-user, --smtp-starttls and SLUICE_SMTP_PASSWORD need --smtp-addr (SLUICE_SMTP_ADDR)")
 	case *f.emailLog:
-		return worker.LogProvider{Logger: logger}, nil
+		return provider.LogProvider{Logger: logger}, nil
 	}
 	return nil, nil
 }
@@ -231,9 +232,9 @@ func parseQueues(s string) (map[string]int, error) {
 // redacted, SMTP's server and STARTTLS mode, or "log".
 func providerName(p any) string {
 	switch p := p.(type) {
-	case *worker.Webhook:
+	case *provider.Webhook:
 		return p.String()
-	case *worker.SMTP:
+	case *provider.SMTP:
 		return fmt.Sprintf("smtp %s (STARTTLS %s)", p.Addr, p.StartTLS)
 	}
 	return "log"

@@ -245,7 +245,7 @@ var drainStrategies = []drainStrategy{{
 }, {
 	name: "naive", kind: "naive",
 	about: "the same asynq server and rules, with a middleware that calls `AllowMulti` and, when denied, " +
-		"returns `&worker.ThrottledError{RetryAfter: md.RetryAfter}`: the task comes back when the oldest entry " +
+		"returns `&provider.ThrottledError{RetryAfter: md.RetryAfter}`: the task comes back when the oldest entry " +
 		"leaves the window, rounded up to a whole second by `worker.RetryDelay`, together with every other task " +
 		"denied meanwhile.",
 }, {

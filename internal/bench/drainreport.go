@@ -28,7 +28,7 @@ func reportDrain(w io.Writer, res *Results) {
 		"the smallest %s), are enqueued on a fresh queue in an order shuffled with seed %d, all before the workers start. "+
 		"%d worker processes (the harness's own executable run again, each an asynq server with Concurrency %d unless the strategy says otherwise, "+
 		"TaskCheckInterval %v and DelayedTaskCheckInterval %v, `cmd/worker`'s defaults, and go-redis's default pool) "+
-		"send them through `worker.Webhook` to a recording HTTP provider that the harness runs on loopback "+
+		"send them through `provider.Webhook` to a recording HTTP provider that the harness runs on loopback "+
 		"(`internal/sink`), which notes the time each request arrives. The rules:\n\n",
 		thousands(float64(dr.Tasks)), dr.Tenants, dr.Skew, thousands(float64(slices.Max(dr.TenantTasks))),
 		thousands(float64(slices.Min(dr.TenantTasks))), dr.Seed, dr.Processes, dr.Concurrency,

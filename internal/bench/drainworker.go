@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -74,7 +75,7 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c := &drainCounters{}
-	sms := countingSMS{next: &worker.Webhook{URL: spec.ProviderURL}, c: c}
+	sms := countingSMS{next: &provider.Webhook{URL: spec.ProviderURL}, c: c}
 	errorHandler := asynq.ErrorHandlerFunc(c.handleError)
 
 	switch spec.Strategy {
@@ -86,7 +87,7 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 			},
 			Policies:        worker.StaticPolicies(policies),
 			SMS:             sms,
-			Email:           worker.LogProvider{Logger: logger}, // the drain enqueues none
+			Email:           provider.LogProvider{Logger: logger}, // the drain enqueues none
 			Concurrency:     spec.Concurrency,
 			Queues:          map[string]int{spec.Queue: 1},
 			Prefix:          spec.Prefix,
@@ -163,9 +164,9 @@ func naiveMiddleware(l *throttle.Limiter, policies *worker.Policies, c *drainCou
 			c.decision(md.Allowed, false, err)
 			switch {
 			case err != nil:
-				return &worker.ThrottledError{RetryAfter: time.Second, By: "limiter unavailable", Err: err}
+				return &provider.ThrottledError{RetryAfter: time.Second, By: "limiter unavailable", Err: err}
 			case !md.Allowed:
-				return &worker.ThrottledError{RetryAfter: md.RetryAfter, By: "rule " + applied[md.Denied].Rule}
+				return &provider.ThrottledError{RetryAfter: md.RetryAfter, By: "rule " + applied[md.Denied].Rule}
 			}
 			return next.ProcessTask(ctx, task)
 		})
@@ -290,7 +291,7 @@ func (c *drainCounters) decision(allowed, early bool, err error) {
 // handleError is the asynq ErrorHandler: it counts the runs that returned
 // an error.
 func (c *drainCounters) handleError(_ context.Context, _ *asynq.Task, err error) {
-	if worker.IsThrottled(err) || isRateLimitError(err) {
+	if provider.IsThrottled(err) || isRateLimitError(err) {
 		c.throttled.Add(1)
 	} else {
 		c.failed.Add(1)
@@ -311,11 +312,11 @@ func (c *drainCounters) snapshot() DrainCounts {
 
 // countingSMS counts the provider calls of next.
 type countingSMS struct {
-	next worker.SMSProvider
+	next provider.SMSProvider
 	c    *drainCounters
 }
 
-func (s countingSMS) SendSMS(ctx context.Context, m worker.Message[producer.SMS]) error {
+func (s countingSMS) SendSMS(ctx context.Context, m provider.Message[producer.SMS]) error {
 	s.c.sends.Add(1)
 	err := s.next.SendSMS(ctx, m)
 	if err != nil {

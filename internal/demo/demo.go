@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -149,7 +150,7 @@ func Run(ctx context.Context, cfg Config) error {
 		prefix:  prefix,
 		rules:   rules,
 		tenants: tenants,
-		prov:    newProvider(),
+		prov:    newDemoProvider(),
 		returns: map[string]int{},
 	}
 	err = r.run(ctx, policies, tasks, drain, timeout, logger)
@@ -173,7 +174,7 @@ type runner struct {
 	prefix  string
 	rules   []worker.Rule
 	tenants []string
-	prov    *provider
+	prov    *demoProvider
 
 	mu      sync.Mutex
 	returns map[string]int // tenant -> throttled returns, from the worker's ErrorHandler
@@ -197,12 +198,12 @@ func (r *runner) run(ctx context.Context, policies *worker.PolicyFile, tasks int
 		},
 		Policies:        policies,
 		SMS:             r.prov,
-		Email:           worker.LogProvider{Logger: logger}, // for form: the demo enqueues no email
+		Email:           provider.LogProvider{Logger: logger}, // for form: the demo enqueues no email
 		Queues:          map[string]int{r.queue: 1},
 		Prefix:          r.prefix,
 		ShutdownTimeout: 10 * time.Second,
 		ErrorHandler: asynq.ErrorHandlerFunc(func(_ context.Context, task *asynq.Task, err error) {
-			if worker.IsThrottled(err) {
+			if provider.IsThrottled(err) {
 				r.mu.Lock()
 				r.returns[task.Headers()[producer.HeaderTenant]]++
 				r.mu.Unlock()

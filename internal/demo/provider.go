@@ -7,24 +7,24 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/provider"
 )
 
-// provider is the demo's SMS provider: it sends nothing, takes every
+// demoProvider is the demo's SMS provider: it sends nothing, takes every
 // message, and records when it received each. It is safe for concurrent
 // use.
-type provider struct {
+type demoProvider struct {
 	mu       sync.Mutex
 	got      []receipt
 	received chan struct{} // signalled, without blocking, after each message
 }
 
-var _ worker.SMSProvider = (*provider)(nil)
+var _ provider.SMSProvider = (*demoProvider)(nil)
 
-func newProvider() *provider { return &provider{received: make(chan struct{}, 1)} }
+func newDemoProvider() *demoProvider { return &demoProvider{received: make(chan struct{}, 1)} }
 
 // SendSMS records m.
-func (p *provider) SendSMS(_ context.Context, m worker.Message[producer.SMS]) error {
+func (p *demoProvider) SendSMS(_ context.Context, m provider.Message[producer.SMS]) error {
 	p.mu.Lock()
 	p.got = append(p.got, receipt{ID: m.ID, Tenant: m.Tenant, At: time.Now()})
 	p.mu.Unlock()
@@ -36,7 +36,7 @@ func (p *provider) SendSMS(_ context.Context, m worker.Message[producer.SMS]) er
 }
 
 // receipts returns what the provider received so far, in order.
-func (p *provider) receipts() []receipt {
+func (p *demoProvider) receipts() []receipt {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.got)

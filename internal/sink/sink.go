@@ -15,7 +15,7 @@ import (
 // most 1600 characters.
 const maxBody = 64 << 10
 
-// message is the body of an SMS webhook request (worker.Webhook).
+// message is the body of an SMS webhook request (provider.Webhook).
 type message struct {
 	ID     string `json:"id"`
 	Tenant string `json:"tenant"`

@@ -2,10 +2,11 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,39 +15,39 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/worker"
 )
 
-// fakeSMS is an SMSProvider that records what it is asked to send and
-// returns err.
+// fakeSMS is a provider.SMSProvider that records what it is asked to send
+// and returns err.
 type fakeSMS struct {
-	got chan worker.Message[producer.SMS]
+	got chan provider.Message[producer.SMS]
 	err error
 }
 
 func newFakeSMS(err error) *fakeSMS {
-	return &fakeSMS{got: make(chan worker.Message[producer.SMS], 10), err: err}
+	return &fakeSMS{got: make(chan provider.Message[producer.SMS], 10), err: err}
 }
 
-func (f *fakeSMS) SendSMS(_ context.Context, m worker.Message[producer.SMS]) error {
+func (f *fakeSMS) SendSMS(_ context.Context, m provider.Message[producer.SMS]) error {
 	f.got <- m
 	return f.err
 }
 
-// fakeEmail is an EmailProvider that records what it is asked to send and
-// returns err.
+// fakeEmail is a provider.EmailProvider that records what it is asked to
+// send and returns err.
 type fakeEmail struct {
-	got chan worker.Message[producer.Email]
+	got chan provider.Message[producer.Email]
 	err error
 }
 
 func newFakeEmail(err error) *fakeEmail {
-	return &fakeEmail{got: make(chan worker.Message[producer.Email], 10), err: err}
+	return &fakeEmail{got: make(chan provider.Message[producer.Email], 10), err: err}
 }
 
-func (f *fakeEmail) SendEmail(_ context.Context, m worker.Message[producer.Email]) error {
+func (f *fakeEmail) SendEmail(_ context.Context, m provider.Message[producer.Email]) error {
 	f.got <- m
 	return f.err
 }
@@ -142,8 +143,8 @@ func oversized(payload string) string {
 func TestHandlerSends(t *testing.T) {
 	t.Parallel()
 	errDown := errors.New("provider down")
-	throttled := &worker.ThrottledError{RetryAfter: 3 * time.Second, By: "provider 429"}
-	rejected := worker.Permanent(errors.New("number not in service"))
+	throttled := &provider.ThrottledError{RetryAfter: 3 * time.Second, By: "provider 429"}
+	rejected := provider.Permanent(errors.New("number not in service"))
 	cases := []struct {
 		name    string
 		provErr error
@@ -164,7 +165,7 @@ func TestHandlerSends(t *testing.T) {
 			if !errors.Is(err, tc.provErr) || (tc.provErr == nil) != (err == nil) {
 				t.Errorf("sms: ProcessTask = %v, want %v", err, tc.provErr)
 			}
-			wantSMS := worker.Message[producer.SMS]{Tenant: "acme", Payload: goodSMS}
+			wantSMS := provider.Message[producer.SMS]{Tenant: "acme", Payload: goodSMS}
 			if diff := cmp.Diff(wantSMS, receive(t, sms.got, "SMS")); diff != "" {
 				t.Errorf("SMS message (-want +got):\n%s", diff)
 			}
@@ -173,7 +174,7 @@ func TestHandlerSends(t *testing.T) {
 			if !errors.Is(err, tc.provErr) || (tc.provErr == nil) != (err == nil) {
 				t.Errorf("email: ProcessTask = %v, want %v", err, tc.provErr)
 			}
-			wantEmail := worker.Message[producer.Email]{Tenant: "globex", Payload: goodEmail}
+			wantEmail := provider.Message[producer.Email]{Tenant: "globex", Payload: goodEmail}
 			if diff := cmp.Diff(wantEmail, receive(t, email.got, "email")); diff != "" {
 				t.Errorf("email message (-want +got):\n%s", diff)
 			}
@@ -196,11 +197,11 @@ func TestHandlerTaskID(t *testing.T) {
 	smsInfo := s.enqueue(t, smsTask(t, "acme"))
 	emailInfo := s.enqueue(t, emailTask(t, "globex"), asynq.TaskID("welcome-ada"))
 
-	wantSMS := worker.Message[producer.SMS]{ID: smsInfo.ID, Tenant: "acme", Payload: goodSMS}
+	wantSMS := provider.Message[producer.SMS]{ID: smsInfo.ID, Tenant: "acme", Payload: goodSMS}
 	if diff := cmp.Diff(wantSMS, receive(t, sms.got, "SMS")); diff != "" {
 		t.Errorf("SMS message (-want +got):\n%s", diff)
 	}
-	wantEmail := worker.Message[producer.Email]{ID: emailInfo.ID, Tenant: "globex", Payload: goodEmail}
+	wantEmail := provider.Message[producer.Email]{ID: emailInfo.ID, Tenant: "globex", Payload: goodEmail}
 	if diff := cmp.Diff(wantEmail, receive(t, email.got, "email")); diff != "" {
 		t.Errorf("email message (-want +got):\n%s", diff)
 	}
@@ -209,13 +210,35 @@ func TestHandlerTaskID(t *testing.T) {
 	}
 }
 
+// webhookServer is an SMS webhook on loopback that answers 200 and sends
+// each request it gets on the channel it returns.
+func webhookServer(t *testing.T) (*httptest.Server, <-chan webhookRequest) {
+	t.Helper()
+	got := make(chan webhookRequest, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := webhookRequest{Key: r.Header.Get("Idempotency-Key")}
+		if err := json.NewDecoder(r.Body).Decode(&req.Body); err != nil {
+			t.Errorf("webhook: body is not JSON: %v", err)
+		}
+		got <- req
+	}))
+	t.Cleanup(srv.Close)
+	return srv, got
+}
+
+// webhookRequest is what webhookServer received.
+type webhookRequest struct {
+	Key  string // the Idempotency-Key header
+	Body map[string]any
+}
+
 // TestHandlerWebhookIdempotencyKey: through a real asynq server, the
 // webhook's Idempotency-Key is the task's ID, the same on every attempt.
 func TestHandlerWebhookIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	srv, got := provider(t, status(http.StatusOK, ""))
-	s := startServer(t, rdb, worker.Handler(&worker.Webhook{URL: srv.URL, Client: srv.Client()}, nil))
+	srv, got := webhookServer(t)
+	s := startServer(t, rdb, worker.Handler(&provider.Webhook{URL: srv.URL, Client: srv.Client()}, nil))
 	info := s.enqueue(t, smsTask(t, "acme"))
 	req := receive(t, got, "request")
 	if got, want := req.Key, info.ID; got != want {
@@ -223,72 +246,6 @@ func TestHandlerWebhookIdempotencyKey(t *testing.T) {
 	}
 	if got, want := req.Body["id"], any(info.ID); got != want {
 		t.Errorf(`body "id" = %v, want the task ID %q`, got, want)
-	}
-}
-
-func TestPermanent(t *testing.T) {
-	t.Parallel()
-	errBoom := errors.New("boom")
-	skip := fmt.Errorf("%w: bad number", asynq.SkipRetry)
-	cases := []struct {
-		name    string
-		err     error
-		wantMsg string // "" for a nil error
-	}{
-		{"nil", nil, ""},
-		{"plain error", errBoom, "skip retry for the task: boom"},
-		{"wrapped error", fmt.Errorf("webhook: %w", errBoom), "skip retry for the task: webhook: boom"},
-		{"already permanent", skip, "skip retry for the task: bad number"},
-		{"SkipRetry itself", asynq.SkipRetry, "skip retry for the task"},
-		{"permanent twice", worker.Permanent(errBoom), "skip retry for the task: boom"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got := worker.Permanent(tc.err)
-			if tc.wantMsg == "" {
-				if got != nil {
-					t.Fatalf("Permanent(nil) = %v, want nil", got)
-				}
-				return
-			}
-			if got == nil {
-				t.Fatalf("Permanent(%v) = nil", tc.err)
-			}
-			if got, want := got.Error(), tc.wantMsg; got != want {
-				t.Errorf("Permanent(%v) = %q, want %q", tc.err, got, want)
-			}
-			if !errors.Is(got, asynq.SkipRetry) {
-				t.Errorf("Permanent(%v) does not match SkipRetry", tc.err)
-			}
-			if !errors.Is(got, tc.err) {
-				t.Errorf("Permanent(%v) does not match its cause", tc.err)
-			}
-			if again := worker.Permanent(got); again != got {
-				t.Errorf("Permanent(Permanent(%v)) = %q, want the same error %q", tc.err, again, got)
-			}
-		})
-	}
-}
-
-// TestLogProvider sends nothing and logs what it would send.
-func TestLogProvider(t *testing.T) {
-	t.Parallel()
-	var buf syncbuf.Buffer
-	p := worker.LogProvider{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
-	ctx := context.Background()
-	if err := p.SendSMS(ctx, worker.Message[producer.SMS]{ID: "t1", Tenant: "acme", Payload: goodSMS}); err != nil {
-		t.Errorf("SendSMS: %v", err)
-	}
-	if err := p.SendEmail(ctx, worker.Message[producer.Email]{ID: "t2", Tenant: "globex", Payload: goodEmail}); err != nil {
-		t.Errorf("SendEmail: %v", err)
-	}
-	want := []map[string]any{
-		{"level": "INFO", "msg": "sms", "id": "t1", "tenant": "acme", "to": goodSMS.To, "body": goodSMS.Body},
-		{"level": "INFO", "msg": "email", "id": "t2", "tenant": "globex", "to": goodEmail.To, "subject": goodEmail.Subject},
-	}
-	if diff := cmp.Diff(want, logRecords(t, &buf), ignoreTime); diff != "" {
-		t.Errorf("logs (-want +got):\n%s", diff)
 	}
 }
 

@@ -1,4 +1,4 @@
-package worker
+package provider
 
 import (
 	"bytes"
@@ -40,6 +40,8 @@ type Webhook struct {
 	// Client makes the requests; nil means a client with a 10 s timeout.
 	Client *http.Client
 }
+
+var _ SMSProvider = (*Webhook)(nil)
 
 // DefaultProviderRetry is how long a task waits after a 429 without a
 // usable Retry-After.

@@ -1,4 +1,4 @@
-package worker_test
+package provider_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/provider"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -60,7 +60,7 @@ func TestParseRetryAfter(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, ok := worker.ParseRetryAfter(tc.value, now)
+			got, ok := provider.ParseRetryAfter(tc.value, now)
 			if got != tc.want || ok != tc.wantOK {
 				t.Errorf("ParseRetryAfter(%q) = %v, %t; want %v, %t", tc.value, got, ok, tc.want, tc.wantOK)
 			}
@@ -86,7 +86,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 	const year = 365 * 24 * time.Hour
 	f.Fuzz(func(t *testing.T, v string, nowNanos int64) {
 		now := time.Unix(0, nowNanos)
-		got, ok := worker.ParseRetryAfter(v, now)
+		got, ok := provider.ParseRetryAfter(v, now)
 		if got < 0 || got > year || !ok && got != 0 {
 			t.Fatalf("ParseRetryAfter(%q, %v) = %v, %t; want 0 to a year, or 0 and false", v, now, got, ok)
 		}
@@ -121,9 +121,9 @@ type request struct {
 	Body        map[string]any
 }
 
-// provider is an SMS webhook on loopback that records each request and
+// webhookServer is an SMS webhook on loopback that records each request and
 // answers with reply.
-func provider(t *testing.T, reply func(w http.ResponseWriter)) (*httptest.Server, <-chan request) {
+func webhookServer(t *testing.T, reply func(w http.ResponseWriter)) (*httptest.Server, <-chan request) {
 	t.Helper()
 	got := make(chan request, 10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -152,13 +152,13 @@ func status(code int, body string, headers ...string) func(http.ResponseWriter) 
 	}
 }
 
-var webhookMessage = worker.Message[producer.SMS]{ID: "task-1", Tenant: "acme", Payload: goodSMS}
+var webhookMessage = provider.Message[producer.SMS]{ID: "task-1", Tenant: "acme", Payload: goodSMS}
 
 // TestWebhookRequest: one POST of the message as JSON, keyed by the task ID.
 func TestWebhookRequest(t *testing.T) {
 	t.Parallel()
-	srv, got := provider(t, status(http.StatusOK, "queued"))
-	w := &worker.Webhook{URL: srv.URL + "/send", Client: srv.Client()}
+	srv, got := webhookServer(t, status(http.StatusOK, "queued"))
+	w := &provider.Webhook{URL: srv.URL + "/send", Client: srv.Client()}
 	if err := w.SendSMS(context.Background(), webhookMessage); err != nil {
 		t.Fatalf("SendSMS: %v", err)
 	}
@@ -180,16 +180,16 @@ func TestWebhookRequest(t *testing.T) {
 // authentication of the URL's user information.
 func TestWebhookToken(t *testing.T) {
 	t.Parallel()
-	srv, got := provider(t, status(http.StatusOK, ""))
+	srv, got := webhookServer(t, status(http.StatusOK, ""))
 	withUser := strings.Replace(srv.URL, "://", "://user:pass@", 1)
 	cases := []struct {
 		name string
-		w    *worker.Webhook
+		w    *provider.Webhook
 		want string
 	}{
-		{"token", &worker.Webhook{URL: srv.URL, Token: "t0ken"}, "Bearer t0ken"},
-		{"user information", &worker.Webhook{URL: withUser}, "Basic dXNlcjpwYXNz"},
-		{"both", &worker.Webhook{URL: withUser, Token: "t0ken"}, "Bearer t0ken"},
+		{"token", &provider.Webhook{URL: srv.URL, Token: "t0ken"}, "Bearer t0ken"},
+		{"user information", &provider.Webhook{URL: withUser}, "Basic dXNlcjpwYXNz"},
+		{"both", &provider.Webhook{URL: withUser, Token: "t0ken"}, "Bearer t0ken"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,7 +211,7 @@ func TestWebhookRedacts(t *testing.T) {
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closedURL := closed.URL
 	closed.Close()
-	failing, _ := provider(t, status(http.StatusInternalServerError, "down"))
+	failing, _ := webhookServer(t, status(http.StatusInternalServerError, "down"))
 	const user, password, token = "us3r", "s3cret", "t0ken"
 	withUser := func(u string) string { return strings.Replace(u, "://", "://"+user+":"+password+"@", 1) }
 	cases := []struct {
@@ -228,7 +228,7 @@ func TestWebhookRedacts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w := &worker.Webhook{URL: tc.url, Token: token, Client: &http.Client{Timeout: 5 * time.Second}}
+			w := &provider.Webhook{URL: tc.url, Token: token, Client: &http.Client{Timeout: 5 * time.Second}}
 			if got := w.String(); got != tc.wantString {
 				t.Errorf("String() = %q, want %q", got, tc.wantString)
 			}
@@ -248,8 +248,8 @@ func TestWebhookRedacts(t *testing.T) {
 // TestWebhookDefaultClient: a Webhook without a Client sends all the same.
 func TestWebhookDefaultClient(t *testing.T) {
 	t.Parallel()
-	srv, got := provider(t, status(http.StatusAccepted, ""))
-	w := &worker.Webhook{URL: srv.URL}
+	srv, got := webhookServer(t, status(http.StatusAccepted, ""))
+	w := &provider.Webhook{URL: srv.URL}
 	if err := w.SendSMS(context.Background(), webhookMessage); err != nil {
 		t.Fatalf("SendSMS: %v", err)
 	}
@@ -293,9 +293,9 @@ func TestWebhookReplies(t *testing.T) {
 			status(http.StatusTooManyRequests, "", "Retry-After", dateIn(-time.Hour))(w)
 		}, throttled, [2]time.Duration{0, 0}, nil},
 		{"429 without Retry-After", status(http.StatusTooManyRequests, "slow down"), throttled,
-			[2]time.Duration{worker.DefaultProviderRetry, worker.DefaultProviderRetry}, []string{"slow down"}},
+			[2]time.Duration{provider.DefaultProviderRetry, provider.DefaultProviderRetry}, []string{"slow down"}},
 		{"429 with a bad Retry-After", status(http.StatusTooManyRequests, "", "Retry-After", "soon"), throttled,
-			[2]time.Duration{worker.DefaultProviderRetry, worker.DefaultProviderRetry}, nil},
+			[2]time.Duration{provider.DefaultProviderRetry, provider.DefaultProviderRetry}, nil},
 		{"500", status(http.StatusInternalServerError, "database on fire"), retried, [2]time.Duration{},
 			[]string{"webhook: ", "500 Internal Server Error: database on fire"}},
 		{"502 without a body", status(http.StatusBadGateway, ""), retried, [2]time.Duration{}, []string{"502 Bad Gateway"}},
@@ -313,8 +313,8 @@ func TestWebhookReplies(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv, got := provider(t, tc.reply)
-			w := &worker.Webhook{URL: srv.URL, Client: srv.Client()}
+			srv, got := webhookServer(t, tc.reply)
+			w := &provider.Webhook{URL: srv.URL, Client: srv.Client()}
 			err := w.SendSMS(context.Background(), webhookMessage)
 			receive(t, got, "request")
 
@@ -335,15 +335,12 @@ func TestWebhookReplies(t *testing.T) {
 			if strings.Contains(err.Error(), "END") {
 				t.Errorf("error %q holds more than 512 bytes of the reply", err)
 			}
-			te, isThrottled := errors.AsType[*worker.ThrottledError](err)
+			te, isThrottled := errors.AsType[*provider.ThrottledError](err)
 			if got, want := isThrottled, tc.want == throttled; got != want {
 				t.Errorf("error %q: errors.As(*ThrottledError) = %t, want %t", err, got, want)
 			}
 			if got, want := errors.Is(err, asynq.SkipRetry), tc.want == archived; got != want {
 				t.Errorf("error %q: errors.Is(SkipRetry) = %t, want %t", err, got, want)
-			}
-			if got, want := worker.IsFailure(err), tc.want != throttled; got != want {
-				t.Errorf("IsFailure(%q) = %t, want %t", err, got, want)
 			}
 			if te == nil {
 				return
@@ -387,13 +384,13 @@ func TestWebhookUnreachable(t *testing.T) {
 	cases := []struct {
 		name   string
 		ctx    context.Context
-		w      *worker.Webhook
+		w      *provider.Webhook
 		wantIs error
 	}{
-		{"server closed", context.Background(), &worker.Webhook{URL: closedURL}, nil},
-		{"context cancelled", cancelled, &worker.Webhook{URL: slow.URL, Client: slow.Client()}, context.Canceled},
-		{"context deadline", nil, &worker.Webhook{URL: slow.URL, Client: slow.Client()}, context.DeadlineExceeded},
-		{"client timeout", context.Background(), &worker.Webhook{URL: slow.URL, Client: &http.Client{Timeout: 50 * time.Millisecond}}, nil},
+		{"server closed", context.Background(), &provider.Webhook{URL: closedURL}, nil},
+		{"context cancelled", cancelled, &provider.Webhook{URL: slow.URL, Client: slow.Client()}, context.Canceled},
+		{"context deadline", nil, &provider.Webhook{URL: slow.URL, Client: slow.Client()}, context.DeadlineExceeded},
+		{"client timeout", context.Background(), &provider.Webhook{URL: slow.URL, Client: &http.Client{Timeout: 50 * time.Millisecond}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -414,7 +411,7 @@ func TestWebhookUnreachable(t *testing.T) {
 			if errors.Is(err, asynq.SkipRetry) {
 				t.Errorf("error %q matches SkipRetry: the task would be archived", err)
 			}
-			if worker.IsThrottled(err) {
+			if provider.IsThrottled(err) {
 				t.Errorf("error %q is a ThrottledError", err)
 			}
 			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
@@ -441,7 +438,7 @@ func TestWebhookBadURL(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w := &worker.Webhook{URL: tc.url}
+			w := &provider.Webhook{URL: tc.url}
 			if err := w.Validate(); err == nil || !strings.HasPrefix(err.Error(), "webhook: URL ") {
 				t.Errorf("Validate = %v, want an error naming the URL", err)
 			}

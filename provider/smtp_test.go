@@ -1,4 +1,4 @@
-package worker_test
+package provider_test
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/provider"
 )
 
 // The test server's only account.
@@ -128,8 +128,8 @@ func (ts *smtpServer) only(t *testing.T) smtpReceived {
 }
 
 // client returns a provider for ts that trusts its certificate.
-func (ts *smtpServer) client() *worker.SMTP {
-	return &worker.SMTP{
+func (ts *smtpServer) client() *provider.SMTP {
+	return &provider.SMTP{
 		Addr:      ts.addr,
 		Username:  smtpUser,
 		Password:  smtpPassword,
@@ -295,8 +295,8 @@ func smtpClosedAddr(t *testing.T) string {
 	return addr
 }
 
-func smtpTestEmail(id string) worker.Message[producer.Email] {
-	return worker.Message[producer.Email]{
+func smtpTestEmail(id string) provider.Message[producer.Email] {
+	return provider.Message[producer.Email]{
 		ID:     id,
 		Tenant: "acme",
 		Payload: producer.Email{
@@ -666,35 +666,35 @@ func TestSMTPRefusesUnsafeMessages(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name      string
-		edit      func(*worker.SMTP, *worker.Message[producer.Email])
+		edit      func(*provider.SMTP, *provider.Message[producer.Email])
 		wantField string // in the error
 	}{
-		{"CRLF in subject", func(_ *worker.SMTP, m *worker.Message[producer.Email]) {
+		{"CRLF in subject", func(_ *provider.SMTP, m *provider.Message[producer.Email]) {
 			m.Payload.Subject = "Hi\r\nBcc: eve@example.com"
 		}, "subject"},
-		{"LF in subject", func(_ *worker.SMTP, m *worker.Message[producer.Email]) {
+		{"LF in subject", func(_ *provider.SMTP, m *provider.Message[producer.Email]) {
 			m.Payload.Subject = "Hi\nBcc: eve@example.com"
 		}, "subject"},
-		{"CRLF in to", func(_ *worker.SMTP, m *worker.Message[producer.Email]) {
+		{"CRLF in to", func(_ *provider.SMTP, m *provider.Message[producer.Email]) {
 			m.Payload.To = "ada@example.com\r\nBcc: eve@example.com"
 		}, "to"},
-		{"CR in from", func(_ *worker.SMTP, m *worker.Message[producer.Email]) {
+		{"CR in from", func(_ *provider.SMTP, m *provider.Message[producer.Email]) {
 			m.Payload.From = "team@example.com\rBcc: eve@example.com"
 		}, "from"},
-		{"CRLF in default sender", func(p *worker.SMTP, m *worker.Message[producer.Email]) {
+		{"CRLF in default sender", func(p *provider.SMTP, m *provider.Message[producer.Email]) {
 			m.Payload.From = ""
 			p.From = "Acme <noreply@acme.example>\r\nBcc: eve@example.com"
 		}, "default sender"},
-		{"CRLF in tenant", func(_ *worker.SMTP, m *worker.Message[producer.Email]) {
+		{"CRLF in tenant", func(_ *provider.SMTP, m *provider.Message[producer.Email]) {
 			m.Tenant = "acme\r\nX-Evil: 1"
 		}, "tenant"},
-		{"no sender", func(_ *worker.SMTP, m *worker.Message[producer.Email]) {
+		{"no sender", func(_ *provider.SMTP, m *provider.Message[producer.Email]) {
 			m.Payload.From = ""
 		}, "no sender"},
-		{"no task ID", func(_ *worker.SMTP, m *worker.Message[producer.Email]) {
+		{"no task ID", func(_ *provider.SMTP, m *provider.Message[producer.Email]) {
 			m.ID = ""
 		}, "task ID"},
-		{"invalid UTF-8 body", func(_ *worker.SMTP, m *worker.Message[producer.Email]) {
+		{"invalid UTF-8 body", func(_ *provider.SMTP, m *provider.Message[producer.Email]) {
 			m.Payload.Body = "caf\xe9"
 		}, "body"},
 	}
@@ -770,7 +770,7 @@ func TestSMTPContext(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := &worker.SMTP{Addr: smtpStallingServer(t), Timeout: tc.timeout, StartTLS: worker.StartTLSOff}
+			p := &provider.SMTP{Addr: smtpStallingServer(t), Timeout: tc.timeout, StartTLS: provider.StartTLSOff}
 			ctx, cancel := tc.ctx()
 			defer cancel()
 			start := time.Now()
@@ -795,17 +795,17 @@ func TestSMTPStartTLSModes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name     string
-		mode     worker.StartTLSMode
+		mode     provider.StartTLSMode
 		opts     smtpServerOptions
 		login    bool
 		wantTLS  bool
 		wantUser string
 	}{
 		{"default is require", "", smtpServerOptions{tls: true, auth: true}, true, true, smtpUser},
-		{"require", worker.StartTLSRequire, smtpServerOptions{tls: true, auth: true}, true, true, smtpUser},
-		{"opportunistic, offered", worker.StartTLSOpportunistic, smtpServerOptions{tls: true, auth: true}, true, true, smtpUser},
-		{"opportunistic, not offered", worker.StartTLSOpportunistic, smtpServerOptions{}, false, false, ""},
-		{"off, offered", worker.StartTLSOff, smtpServerOptions{tls: true}, false, false, ""},
+		{"require", provider.StartTLSRequire, smtpServerOptions{tls: true, auth: true}, true, true, smtpUser},
+		{"opportunistic, offered", provider.StartTLSOpportunistic, smtpServerOptions{tls: true, auth: true}, true, true, smtpUser},
+		{"opportunistic, not offered", provider.StartTLSOpportunistic, smtpServerOptions{}, false, false, ""},
+		{"off, offered", provider.StartTLSOff, smtpServerOptions{tls: true}, false, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -854,21 +854,21 @@ func TestSMTPValidate(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name    string
-		smtp    worker.SMTP
+		smtp    provider.SMTP
 		wantErr string // "" for valid
 	}{
-		{"minimal", worker.SMTP{Addr: "smtp.example.com:587"}, ""},
-		{"everything", worker.SMTP{Addr: "smtp.example.com:587", From: "Acme <noreply@acme.example>", Username: "u", Password: "p", StartTLS: worker.StartTLSOpportunistic, Timeout: time.Second, HelloName: "worker1.example.com"}, ""},
-		{"login in clear to loopback", worker.SMTP{Addr: "127.0.0.1:25", Username: "u", Password: "p", StartTLS: worker.StartTLSOff}, ""},
-		{"no address", worker.SMTP{}, "no server address"},
-		{"no port", worker.SMTP{Addr: "smtp.example.com"}, "want host:port"},
-		{"no host", worker.SMTP{Addr: ":587"}, "want host:port"},
-		{"unknown mode", worker.SMTP{Addr: "smtp.example.com:587", StartTLS: "tls"}, `"tls": use require, opportunistic or off`},
-		{"bad default sender", worker.SMTP{Addr: "smtp.example.com:587", From: "not an address"}, "default sender"},
-		{"password without user", worker.SMTP{Addr: "smtp.example.com:587", Password: "p"}, "password without a username"},
-		{"login in clear", worker.SMTP{Addr: "smtp.example.com:587", Username: "u", Password: "p", StartTLS: worker.StartTLSOff}, "in clear"},
-		{"negative timeout", worker.SMTP{Addr: "smtp.example.com:587", Timeout: -time.Second}, "negative"},
-		{"EHLO name with a line break", worker.SMTP{Addr: "smtp.example.com:587", HelloName: "a\r\nb"}, "EHLO name"},
+		{"minimal", provider.SMTP{Addr: "smtp.example.com:587"}, ""},
+		{"everything", provider.SMTP{Addr: "smtp.example.com:587", From: "Acme <noreply@acme.example>", Username: "u", Password: "p", StartTLS: provider.StartTLSOpportunistic, Timeout: time.Second, HelloName: "worker1.example.com"}, ""},
+		{"login in clear to loopback", provider.SMTP{Addr: "127.0.0.1:25", Username: "u", Password: "p", StartTLS: provider.StartTLSOff}, ""},
+		{"no address", provider.SMTP{}, "no server address"},
+		{"no port", provider.SMTP{Addr: "smtp.example.com"}, "want host:port"},
+		{"no host", provider.SMTP{Addr: ":587"}, "want host:port"},
+		{"unknown mode", provider.SMTP{Addr: "smtp.example.com:587", StartTLS: "tls"}, `"tls": use require, opportunistic or off`},
+		{"bad default sender", provider.SMTP{Addr: "smtp.example.com:587", From: "not an address"}, "default sender"},
+		{"password without user", provider.SMTP{Addr: "smtp.example.com:587", Password: "p"}, "password without a username"},
+		{"login in clear", provider.SMTP{Addr: "smtp.example.com:587", Username: "u", Password: "p", StartTLS: provider.StartTLSOff}, "in clear"},
+		{"negative timeout", provider.SMTP{Addr: "smtp.example.com:587", Timeout: -time.Second}, "negative"},
+		{"EHLO name with a line break", provider.SMTP{Addr: "smtp.example.com:587", HelloName: "a\r\nb"}, "EHLO name"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -896,12 +896,12 @@ func TestStartTLSModeText(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		text    string
-		want    worker.StartTLSMode
+		want    provider.StartTLSMode
 		wantErr bool
 	}{
-		{"require", worker.StartTLSRequire, false},
-		{"opportunistic", worker.StartTLSOpportunistic, false},
-		{"off", worker.StartTLSOff, false},
+		{"require", provider.StartTLSRequire, false},
+		{"opportunistic", provider.StartTLSOpportunistic, false},
+		{"off", provider.StartTLSOff, false},
 		{"", "", false},
 		{"REQUIRE", "", true},
 		{"tls", "", true},
@@ -909,7 +909,7 @@ func TestStartTLSModeText(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.text, func(t *testing.T) {
 			t.Parallel()
-			var got worker.StartTLSMode
+			var got provider.StartTLSMode
 			err := got.UnmarshalText([]byte(tc.text))
 			if gotErr := err != nil; gotErr != tc.wantErr {
 				t.Fatalf("UnmarshalText(%q) error %v, want error %v", tc.text, err, tc.wantErr)
@@ -919,7 +919,7 @@ func TestStartTLSModeText(t *testing.T) {
 			}
 		})
 	}
-	if got, want := worker.StartTLSMode("").String(), "require"; got != want {
+	if got, want := provider.StartTLSMode("").String(), "require"; got != want {
 		t.Errorf("the empty mode's text is %q, want %q", got, want)
 	}
 }

@@ -1,0 +1,31 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/producer"
+)
+
+// Message is what a provider is asked to send: the task's ID (use it as the
+// idempotency key: a task can reach a provider twice when a worker dies
+// mid-send) and tenant, and the payload.
+type Message[P any] struct {
+	ID      string
+	Tenant  string
+	Payload P
+}
+
+// SMSProvider sends text messages. Send returns nil when the provider took
+// the message; a *ThrottledError when the provider asked to wait (429); an
+// error wrapping asynq.SkipRetry (see Permanent) when retrying cannot help
+// (a rejected number); any other error to retry with backoff.
+// Implementations must be safe for concurrent use: a worker sends several
+// messages at once.
+type SMSProvider interface {
+	SendSMS(ctx context.Context, m Message[producer.SMS]) error
+}
+
+// EmailProvider sends email, with the error conventions of SMSProvider.
+type EmailProvider interface {
+	SendEmail(ctx context.Context, m Message[producer.Email]) error
+}

@@ -1,0 +1,45 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
+)
+
+// Handler returns the asynq handler that sends sms:send tasks through sms
+// and email:send tasks through email. A malformed payload, a task type it
+// does not know, or a type with no provider is archived with a clear error,
+// never retried; so is a payload larger than producer.MaxPayload, which is
+// not decoded. A nil provider is for a server whose queues never hold that
+// type's tasks; NewServer refuses one.
+func Handler(sms provider.SMSProvider, email provider.EmailProvider) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		id, _ := asynq.GetTaskID(ctx)
+		tenant := task.Headers()[producer.HeaderTenant]
+		switch task.Type() {
+		case producer.TypeSMS:
+			if sms == nil {
+				return fmt.Errorf("%w: no SMS provider configured", asynq.SkipRetry)
+			}
+			p, err := producer.DecodeSMS(task.Payload())
+			if err != nil {
+				return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+			}
+			return sms.SendSMS(ctx, provider.Message[producer.SMS]{ID: id, Tenant: tenant, Payload: p})
+		case producer.TypeEmail:
+			if email == nil {
+				return fmt.Errorf("%w: no email provider configured", asynq.SkipRetry)
+			}
+			p, err := producer.DecodeEmail(task.Payload())
+			if err != nil {
+				return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
+			}
+			return email.SendEmail(ctx, provider.Message[producer.Email]{ID: id, Tenant: tenant, Payload: p})
+		}
+		return fmt.Errorf("%w: unknown task type %q", asynq.SkipRetry, task.Type())
+	})
+}
