@@ -21,7 +21,7 @@ targets=(
   "./throttle FuzzRedisKey"
   "./producer FuzzDecodePayload"
   "./producer FuzzReadBulk"
-  "./worker FuzzParsePolicies"
+  "./policies FuzzParsePolicies"
   "./provider FuzzParseRetryAfter"
 )
 

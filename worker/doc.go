@@ -1,10 +1,11 @@
 // Package worker runs Sluice's workers: asynq servers whose tasks ask the
 // limiter (package throttle) before they reach their provider.
 //
+// The rules come from package policies (policies.Open, Policies.For),
+// reloaded on SIGHUP; the providers from package provider.
+//
 // The pieces, one file each:
 //
-//   - policies.go: the policies file, the rules of each task type
-//     (ParsePolicies, OpenPolicyFile, Policies.For), reloaded on SIGHUP.
 //   - throttle.go: the middleware (NewThrottle, Throttle.Middleware): every
 //     rule of a task checked in one atomic call; a denied task takes a
 //     place in line and waits in the worker or goes back through asynq's
@@ -18,8 +19,12 @@
 //     here, in provider_aliases.go, are deprecated).
 //   - metrics.go, ops.go, status.go: Prometheus metrics, the /healthz,
 //     /readyz and /metrics endpoints, and the status page.
-//   - usage.go, retryset.go: what the admin command and the status page
-//     read: a tenant's use of each window, the throttled tasks waiting.
+//   - retryset.go: what the admin command and the status page read of
+//     asynq's retry sets: the throttled tasks waiting.
+//   - policies_aliases.go: the old names of what moved to package
+//     policies (the policies file, its rules, a tenant's usage, the HTTP
+//     rules: ParsePolicies is policies.Parse, PolicyFile policies.File,
+//     ...), deprecated.
 //   - synchook.go: SyncHook, which makes asynq's writes after a Redis
 //     outage succeed.
 //
