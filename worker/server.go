@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
@@ -27,7 +28,7 @@ type Config struct {
 	ThrottleConfig
 
 	// Policies are the rules the worker enforces; required.
-	Policies *PolicyFile
+	Policies *policies.File
 
 	// SMS and Email send the tasks; both are required. NewServer refuses
 	// a nil provider: the worker fetches both task types from its queues,
@@ -81,7 +82,7 @@ type Config struct {
 // middleware before their provider.
 type Server struct {
 	rdb      redis.UniversalClient
-	policies *PolicyFile
+	policies *policies.File
 	srv      *asynq.Server
 	handler  asynq.Handler
 	throttle *Throttle
@@ -237,15 +238,15 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// Unthrottled returns the task types the server handles (TaskTypes) that
-// the policies in force enforce no rule for, in name order: they have no
-// rules, or only rules in shadow mode, so their tasks go to their provider
-// whatever the limiter says. The worker command warns of each as it
-// starts.
+// Unthrottled returns the task types the server handles
+// (producer.TaskTypes) that the policies in force enforce no rule for, in
+// name order: they have no rules, or only rules in shadow mode, so their
+// tasks go to their provider whatever the limiter says. The worker command
+// warns of each as it starts.
 func (s *Server) Unthrottled() []string {
 	var out []string
-	for _, t := range TaskTypes() {
-		enforced := slices.ContainsFunc(s.policies.Current().Rules(t), func(r Rule) bool { return !r.Shadow })
+	for _, t := range producer.TaskTypes() {
+		enforced := slices.ContainsFunc(s.policies.Current().Rules(t), func(r policies.Rule) bool { return !r.Shadow })
 		if !enforced {
 			out = append(out, t)
 		}

@@ -466,7 +466,8 @@ func (s *statusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // pageRead is one Redis read of a page: the windows of a tenant's task
-// type (Usage), or a queue's retry set (RetrySet) when queue is set.
+// type (policies.Usage), or a queue's retry set (RetrySet) when queue is
+// set.
 type pageRead struct {
 	tenant, taskType string
 	queue            string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
@@ -32,7 +33,7 @@ const holdRefresh = 250 * time.Millisecond
 // It is safe for concurrent use.
 type Throttle struct {
 	limiter  *throttle.Limiter
-	policies *PolicyFile
+	policies *policies.File
 	logger   *slog.Logger
 	mode     FailureMode
 	backoff  time.Duration
@@ -50,10 +51,10 @@ type Throttle struct {
 	stopping chan struct{}
 }
 
-// NewThrottle returns the middleware for limiter and policies; a nil cfg
-// takes every default.
-func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleConfig) (*Throttle, error) {
-	if limiter == nil || policies == nil || policies.Current() == nil {
+// NewThrottle returns the middleware for limiter and the policies of
+// policyFile; a nil cfg takes every default.
+func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *ThrottleConfig) (*Throttle, error) {
+	if limiter == nil || policyFile == nil || policyFile.Current() == nil {
 		return nil, errors.New("worker: NewThrottle needs a limiter and loaded policies")
 	}
 	if cfg == nil {
@@ -61,7 +62,7 @@ func NewThrottle(limiter *throttle.Limiter, policies *PolicyFile, cfg *ThrottleC
 	}
 	t := &Throttle{
 		limiter:  limiter,
-		policies: policies,
+		policies: policyFile,
 		logger:   cfg.Logger,
 		mode:     cfg.FailureMode,
 		backoff:  cfg.LimiterRetry,
@@ -199,7 +200,7 @@ func (t *Throttle) holdKey(taskType, tenant string) string {
 // maxHolds, each within MaxHold and within half the time left before the
 // task's deadline: asynq counts a deadline that passes as a failure, which
 // would spend the retry budget.
-func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, all []Applied) error {
+func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, all []policies.Applied) error {
 	applied, shadow, checks := splitShadow(all)
 	id, _ := asynq.GetTaskID(ctx)
 	for waits := 0; ; waits++ {
@@ -269,7 +270,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 // within the decision timeout: a shadow rule admits and records the task
 // when its window has room, and never holds it back. Nothing waits for a
 // place: shadow rules take none.
-func (t *Throttle) shadow(ctx context.Context, shadow []Applied) []ShadowDecision {
+func (t *Throttle) shadow(ctx context.Context, shadow []policies.Applied) []ShadowDecision {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	out := make([]ShadowDecision, len(shadow))
@@ -285,7 +286,7 @@ func (t *Throttle) shadow(ctx context.Context, shadow []Applied) []ShadowDecisio
 
 // splitShadow returns the rules of all that are enforced, in order, those
 // in shadow mode, and the limiter checks of the enforced ones.
-func splitShadow(all []Applied) (applied, shadow []Applied, checks []throttle.Check) {
+func splitShadow(all []policies.Applied) (applied, shadow []policies.Applied, checks []throttle.Check) {
 	for _, a := range all {
 		if a.Shadow {
 			shadow = append(shadow, a)
@@ -300,7 +301,7 @@ func splitShadow(all []Applied) (applied, shadow []Applied, checks []throttle.Ch
 // shadowOnly asks the limiter about a task whose rules are all in shadow
 // mode, when it has any, and gives the decisions to OnDecision: the task
 // is allowed whatever they say.
-func (t *Throttle) shadowOnly(ctx context.Context, taskType, tenant string, shadow []Applied) {
+func (t *Throttle) shadowOnly(ctx context.Context, taskType, tenant string, shadow []policies.Applied) {
 	if len(shadow) == 0 {
 		return
 	}
@@ -340,7 +341,7 @@ func timedOut(ctx context.Context, err error) error {
 
 // decided gives one limiter call, e without its Rules, to the OnDecision
 // hook, if there is one.
-func (t *Throttle) decided(e DecisionEvent, applied []Applied) {
+func (t *Throttle) decided(e DecisionEvent, applied []policies.Applied) {
 	if t.onDecision == nil {
 		return
 	}
