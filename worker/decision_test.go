@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
@@ -62,14 +63,14 @@ tasks:
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := worker.ParsePolicies(t.Name(), []byte(tc.policies))
+			p, err := policies.Parse(t.Name(), []byte(tc.policies))
 			if err != nil {
 				t.Fatal(err)
 			}
 			prefix := redistest.Prefix(t)
 			t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
 			events := make(decisionRecorder, 10)
-			tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), worker.StaticPolicies(p),
+			tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), policies.Static(p),
 				&worker.ThrottleConfig{
 					DelayedTaskCheckInterval: serverCheckInterval,
 					Logger:                   slog.New(slog.DiscardHandler),
@@ -134,12 +135,12 @@ func TestMiddlewareOnDecisionError(t *testing.T) {
 	l.Close()
 	down := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = down.Close() })
-	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	p, err := policies.Parse(t.Name(), []byte(perHour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	events := make(decisionRecorder, 10)
-	tr, err := worker.NewThrottle(throttle.NewLimiter(down), worker.StaticPolicies(p), &worker.ThrottleConfig{
+	tr, err := worker.NewThrottle(throttle.NewLimiter(down), policies.Static(p), &worker.ThrottleConfig{
 		LimiterRetry:             time.Hour, // one call, not one a second
 		DelayedTaskCheckInterval: serverCheckInterval,
 		Logger:                   slog.New(slog.DiscardHandler),
@@ -173,7 +174,7 @@ func TestServerOnDecision(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
 	q := redistest.Queue(t, rdb)
-	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	p, err := policies.Parse(t.Name(), []byte(perHour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestServerOnDecision(t *testing.T) {
 			Logger:                   slog.New(slog.DiscardHandler),
 			OnDecision:               events.record,
 		},
-		Policies:        worker.StaticPolicies(p),
+		Policies:        policies.Static(p),
 		SMS:             sent,
 		Email:           provider.LogProvider{},
 		Queues:          map[string]int{q: 1},

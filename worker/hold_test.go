@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
@@ -32,7 +33,7 @@ func TestMiddlewareHoldsShortWaits(t *testing.T) {
 			t.Parallel()
 			rdb := redistest.Client(t)
 			prefix := redistest.Prefix(t)
-			p, err := worker.ParsePolicies(t.Name(), []byte(`
+			p, err := policies.Parse(t.Name(), []byte(`
 tasks:
   sms:send:
     - {name: per-second, scope: tenant, limit: 2, window: 1s}
@@ -40,7 +41,7 @@ tasks:
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), worker.StaticPolicies(p),
+			tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), policies.Static(p),
 				&worker.ThrottleConfig{MaxHold: tc.maxHold, DelayedTaskCheckInterval: serverCheckInterval, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
@@ -78,12 +79,12 @@ func TestMiddlewareProviderHold(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	p, err := worker.ParsePolicies(t.Name(), []byte("tasks: {}\n"))
+	p, err := policies.Parse(t.Name(), []byte("tasks: {}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
-	tr, err := worker.NewThrottle(limiter, worker.StaticPolicies(p),
+	tr, err := worker.NewThrottle(limiter, policies.Static(p),
 		&worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestMiddlewareWaitsWithinTheDeadline(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	p, err := worker.ParsePolicies(t.Name(), []byte(`
+	p, err := policies.Parse(t.Name(), []byte(`
 tasks:
   sms:send:
     - {name: slow, scope: tenant, limit: 1, window: 1500ms}
@@ -128,7 +129,7 @@ tasks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), worker.StaticPolicies(p),
+	tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), policies.Static(p),
 		&worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

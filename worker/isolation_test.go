@@ -9,9 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
-	"github.com/sluicehq/sluice/worker"
 )
 
 // isolationPolicies give every tenant windows of its own in two task types.
@@ -36,7 +36,7 @@ func TestTenantIsolation(t *testing.T) {
 	rdb := redistest.Client(t)
 	ctx := t.Context()
 	lim := throttle.NewLimiter(rdb, throttle.WithPrefix(redistest.Prefix(t)))
-	p, err := worker.ParsePolicies("isolation.yaml", []byte(isolationPolicies))
+	p, err := policies.Parse("isolation.yaml", []byte(isolationPolicies))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
@@ -32,11 +33,11 @@ import (
 // the test ends.
 func newThrottle(t *testing.T, rdb *redis.Client, prefix, yaml string) *worker.Throttle {
 	t.Helper()
-	p, err := worker.ParsePolicies(t.Name(), []byte(yaml))
+	p, err := policies.Parse(t.Name(), []byte(yaml))
 	if err != nil {
 		t.Fatalf("ParsePolicies: %v", err)
 	}
-	tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), worker.StaticPolicies(p),
+	tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), policies.Static(p),
 		&worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("NewThrottle: %v", err)
@@ -565,23 +566,23 @@ func TestMiddlewareLimiterUnreachable(t *testing.T) {
 	l.Close()
 	down := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = down.Close() })
-	p, err := worker.ParsePolicies("inline", []byte(perHour))
+	p, err := policies.Parse("inline", []byte(perHour))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	cases := []struct {
 		name    string
-		mode    worker.FailureMode
+		mode    throttle.FailureMode
 		wantRun bool // whether the SMS task runs
 	}{
-		{"fail closed", worker.FailClosed, false},
-		{"fail open", worker.FailOpen, true},
+		{"fail closed", throttle.FailClosed, false},
+		{"fail open", throttle.FailOpen, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tr, err := worker.NewThrottle(throttle.NewLimiter(down), worker.StaticPolicies(p), &worker.ThrottleConfig{
+			tr, err := worker.NewThrottle(throttle.NewLimiter(down), policies.Static(p), &worker.ThrottleConfig{
 				FailureMode:              tc.mode,
 				LimiterRetry:             time.Hour, // one denial, not one a second
 				DelayedTaskCheckInterval: serverCheckInterval,
@@ -662,7 +663,7 @@ func TestMiddlewareQuotaSpentOnAdmission(t *testing.T) {
 
 func TestNewThrottleRejects(t *testing.T) {
 	t.Parallel()
-	p, err := worker.ParsePolicies("inline", []byte(perHour))
+	p, err := policies.Parse("inline", []byte(perHour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -670,18 +671,18 @@ func TestNewThrottleRejects(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	limiter := throttle.NewLimiter(rdb)
 	cases := []struct {
-		name     string
-		limiter  *throttle.Limiter
-		policies *worker.PolicyFile
+		name       string
+		limiter    *throttle.Limiter
+		policyFile *policies.File
 	}{
-		{"no limiter", nil, worker.StaticPolicies(p)},
+		{"no limiter", nil, policies.Static(p)},
 		{"no policy file", limiter, nil},
-		{"no policies", limiter, worker.StaticPolicies(nil)},
+		{"no policies", limiter, policies.Static(nil)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tr, err := worker.NewThrottle(tc.limiter, tc.policies, nil)
+			tr, err := worker.NewThrottle(tc.limiter, tc.policyFile, nil)
 			if err == nil {
 				t.Fatalf("NewThrottle = %v, want an error", tr)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
@@ -40,12 +41,12 @@ func TestMiddlewareDecisionTimeout(t *testing.T) {
 	}
 	proxy.Set(faultproxy.Blackhole) // the open connection goes quiet
 
-	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	p, err := policies.Parse(t.Name(), []byte(perHour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	events := make(decisionRecorder, 10)
-	tr, err := worker.NewThrottle(throttle.NewLimiter(cut, throttle.WithPrefix(redistest.Prefix(t))), worker.StaticPolicies(p), &worker.ThrottleConfig{
+	tr, err := worker.NewThrottle(throttle.NewLimiter(cut, throttle.WithPrefix(redistest.Prefix(t))), policies.Static(p), &worker.ThrottleConfig{
 		DecisionTimeout:          200 * time.Millisecond,
 		LimiterRetry:             time.Hour, // one call, not one a second
 		DelayedTaskCheckInterval: serverCheckInterval,

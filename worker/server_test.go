@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/worker"
@@ -37,7 +38,7 @@ func TestServerErrorHandler(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
 	q := redistest.Queue(t, rdb)
-	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	p, err := policies.Parse(t.Name(), []byte(perHour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestServerErrorHandler(t *testing.T) {
 			DelayedTaskCheckInterval: serverCheckInterval,
 			Logger:                   logger,
 		},
-		Policies:        worker.StaticPolicies(p),
+		Policies:        policies.Static(p),
 		SMS:             sent,
 		Email:           provider.LogProvider{},
 		Queues:          map[string]int{q: 1},
@@ -121,11 +122,11 @@ func TestServerErrorHandler(t *testing.T) {
 func TestNewServerRefuses(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	p, err := policies.Parse(t.Name(), []byte(perHour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := worker.Config{Policies: worker.StaticPolicies(p), SMS: provider.LogProvider{}, Email: provider.LogProvider{}}
+	good := worker.Config{Policies: policies.Static(p), SMS: provider.LogProvider{}, Email: provider.LogProvider{}}
 	cases := []struct {
 		name   string
 		change func(*worker.Config)
@@ -169,7 +170,7 @@ func TestServerUnthrottled(t *testing.T) {
 	if err := os.WriteFile(path, []byte(steps[0].policies), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := worker.OpenPolicyFile(path)
+	f, err := policies.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

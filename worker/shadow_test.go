@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -43,13 +44,13 @@ tasks:
 			t.Parallel()
 			rdb := redistest.Client(t)
 			prefix := redistest.Prefix(t)
-			p, err := worker.ParsePolicies(t.Name(), []byte(tc.policies))
+			p, err := policies.Parse(t.Name(), []byte(tc.policies))
 			if err != nil {
 				t.Fatal(err)
 			}
 			limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
 			events := make(decisionRecorder, 20)
-			tr, err := worker.NewThrottle(limiter, worker.StaticPolicies(p), &worker.ThrottleConfig{
+			tr, err := worker.NewThrottle(limiter, policies.Static(p), &worker.ThrottleConfig{
 				MaxHold:                  -1, // a denied task goes back at once
 				DelayedTaskCheckInterval: serverCheckInterval,
 				Logger:                   slog.New(slog.DiscardHandler),
@@ -113,7 +114,7 @@ tasks:
 // the summary says so; enforce, or no mode, is the default.
 func TestPoliciesShadowMode(t *testing.T) {
 	t.Parallel()
-	p, err := worker.ParsePolicies(t.Name(), []byte(`
+	p, err := policies.Parse(t.Name(), []byte(`
 tasks:
   sms:send:
     - {name: tenant, scope: tenant, limit: 4, window: 1s, mode: enforce}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
@@ -124,7 +125,7 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 	if *f.failOpen {
 		cfg.FailureMode = throttle.FailOpen
 	}
-	cfg.Policies, err = worker.OpenPolicyFile(*f.policies)
+	cfg.Policies, err = policies.Open(*f.policies)
 	return cfg, err
 }
 

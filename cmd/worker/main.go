@@ -36,7 +36,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/policies"
 )
 
 const synopsis = `
@@ -164,17 +164,17 @@ func run(ctx context.Context, args []string) int {
 // reload sent as it appears does not end the worker (SIGHUP's default
 // action), and reloads policies on each. It returns the function that
 // starts the reloads; the catch ends when the process does.
-func reloadOnHUP(policies *worker.PolicyFile, logger *slog.Logger) func() {
+func reloadOnHUP(policyFile *policies.File, logger *slog.Logger) func() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	return func() {
 		go func() {
 			for range hup {
-				if err := policies.Reload(); err != nil {
+				if err := policyFile.Reload(); err != nil {
 					logger.Error("policies not reloaded; the previous ones stay in force", "err", err)
 					continue
 				}
-				logger.Info("policies reloaded", "enforces", policies.Current().Summary())
+				logger.Info("policies reloaded", "enforces", policyFile.Current().Summary())
 			}
 		}()
 	}
@@ -192,12 +192,12 @@ func runDemo(ctx context.Context, redisURL, policiesPath string, tasks int, leve
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	}
 	if policiesPath != "" {
-		policies, err := worker.OpenPolicyFile(policiesPath)
+		policyFile, err := policies.Open(policiesPath)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 			return 1
 		}
-		cfg.Policies = policies
+		cfg.Policies = policyFile
 	}
 	err := demo.Run(ctx, cfg)
 	switch {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
@@ -69,7 +70,7 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 		return err
 	}
 	defer rdb.Close()
-	policies, err := worker.ParsePolicies("drain", []byte(spec.Policies))
+	parsed, err := policies.Parse("drain", []byte(spec.Policies))
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 				Logger:     logger,
 				OnDecision: func(e worker.DecisionEvent) { c.decision(e.Decision.Allowed, e.Decision.Early, e.Err) },
 			},
-			Policies:        worker.StaticPolicies(policies),
+			Policies:        policies.Static(parsed),
 			SMS:             sms,
 			Email:           provider.LogProvider{Logger: logger}, // the drain enqueues none
 			Concurrency:     spec.Concurrency,
@@ -102,12 +103,12 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 		}
 	case "naive":
 		l := throttle.NewLimiter(rdb, throttle.WithPrefix(spec.Prefix))
-		mw := naiveMiddleware(l, policies, c)
+		mw := naiveMiddleware(l, parsed, c)
 		if err := runBaseline(ctx, rdb, spec, worker.IsFailure, worker.RetryDelay(nil), errorHandler, mw(worker.Handler(sms, nil))); err != nil {
 			return err
 		}
 	case "per-process":
-		mw := perProcessMiddleware(newLocalLimits(policies), c)
+		mw := perProcessMiddleware(newLocalLimits(parsed), c)
 		isFailure := func(err error) bool { return !isRateLimitError(err) }
 		if err := runBaseline(ctx, rdb, spec, isFailure, rateLimitRetryDelay, errorHandler, mw(worker.Handler(sms, nil))); err != nil {
 			return err
@@ -149,10 +150,10 @@ func runBaseline(ctx context.Context, rdb redis.UniversalClient, spec drainWorke
 // AllowMulti call, and sends a denied task back to when the oldest entry
 // leaves the window that denied it: every task denied meanwhile comes back
 // then too.
-func naiveMiddleware(l *throttle.Limiter, policies *worker.Policies, c *drainCounters) func(asynq.Handler) asynq.Handler {
+func naiveMiddleware(l *throttle.Limiter, rules *policies.Policies, c *drainCounters) func(asynq.Handler) asynq.Handler {
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-			applied := policies.For(task.Type(), task.Headers()[producer.HeaderTenant])
+			applied := rules.For(task.Type(), task.Headers()[producer.HeaderTenant])
 			if len(applied) == 0 {
 				return next.ProcessTask(ctx, task)
 			}
@@ -214,12 +215,12 @@ func perProcessMiddleware(limits *localLimits, c *drainCounters) func(asynq.Hand
 // tenant for tenant rules, at the rule's limit as written: a rate of
 // limit/window and a burst of limit. It is safe for concurrent use.
 type localLimits struct {
-	policies *worker.Policies
+	policies *policies.Policies
 	mu       sync.Mutex
 	buckets  map[string]*rate.Limiter // by rule key
 }
 
-func newLocalLimits(p *worker.Policies) *localLimits {
+func newLocalLimits(p *policies.Policies) *localLimits {
 	return &localLimits{policies: p, buckets: map[string]*rate.Limiter{}}
 }
 
@@ -248,9 +249,9 @@ func (l *localLimits) allow(taskType, tenant string) (allowed, checked bool) {
 }
 
 // bucket returns the token bucket of rule r for tenant.
-func (l *localLimits) bucket(taskType string, r worker.Rule, tenant string) *rate.Limiter {
+func (l *localLimits) bucket(taskType string, r policies.Rule, tenant string) *rate.Limiter {
 	key, p := taskType+"/"+r.Name, r.Policy
-	if r.Scope == worker.ScopeTenant {
+	if r.Scope == policies.ScopeTenant {
 		key += "/" + tenant
 		if o, ok := r.Tenants[tenant]; ok {
 			p = o

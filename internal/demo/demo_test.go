@@ -17,8 +17,8 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
-	"github.com/sluicehq/sluice/worker"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -207,11 +207,11 @@ tasks:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	policies, err := worker.OpenPolicyFile(path)
+	policyFile, err := policies.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := run(t, Config{Policies: policies, Tasks: 6, Timeout: time.Second}, newOutput(""), nil)
+	r := run(t, Config{Policies: policyFile, Tasks: 6, Timeout: time.Second}, newOutput(""), nil)
 	if !errors.Is(r.err, ErrFailed) {
 		t.Fatalf("Run = %v, want ErrFailed", r.err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/worker"
 )
 
 // legend says what the live progress shows; it is printed once, above it.
@@ -85,7 +85,7 @@ func (p progress) recent(tenant string, window time.Duration) int {
 
 // rate is the cell of rule r for tenant ("" for a global rule): sent in its
 // last window, of its limit.
-func (p progress) rate(r worker.Rule, tenant string) string {
+func (p progress) rate(r policies.Rule, tenant string) string {
 	limit, window := policyFor(r, tenant)
 	return fmt.Sprintf("%d/%d in %v", p.recent(tenant, window), limit, window)
 }
@@ -151,9 +151,9 @@ func (p progress) table(start time.Time) string {
 		return cells
 	}
 	for _, t := range p.tenants {
-		rows = append(rows, row(t, t, worker.ScopeTenant))
+		rows = append(rows, row(t, t, policies.ScopeTenant))
 	}
-	rows = append(rows, row("", "all", worker.ScopeGlobal))
+	rows = append(rows, row("", "all", policies.ScopeGlobal))
 	return fmt.Sprintf("%5.1fs  sent %d of %d, %s\n", p.now.Sub(start).Seconds(), p.sent(""), p.enqueued(""), count(p.returned(""), "throttled return")) +
 		renderTable(rows)
 }
@@ -170,7 +170,7 @@ func (p progress) line(start time.Time) string {
 		fmt.Fprintf(&b, "%s %d/%d", t, p.sent(t), p.enqueued(t))
 		var rates []string
 		for _, r := range p.rules {
-			if r.Scope == worker.ScopeTenant {
+			if r.Scope == policies.ScopeTenant {
 				rates = append(rates, p.rate(r, t))
 			}
 		}
@@ -182,7 +182,7 @@ func (p progress) line(start time.Time) string {
 	fmt.Fprintf(&b, "); queued %s, in worker %s, retry set %s; %s",
 		s[0], s[1], s[2], count(p.returned(""), "throttled return"))
 	for _, r := range p.rules {
-		if r.Scope == worker.ScopeGlobal {
+		if r.Scope == policies.ScopeGlobal {
 			fmt.Fprintf(&b, "; %s at %s", r.Name, p.rate(r, ""))
 		}
 	}

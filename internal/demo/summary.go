@@ -3,12 +3,11 @@ package demo
 import (
 	"fmt"
 	"github.com/sluicehq/sluice/internal/arrivals"
+	"github.com/sluicehq/sluice/policies"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/sluicehq/sluice/worker"
 )
 
 // receipt is one message the demo provider received.
@@ -21,7 +20,7 @@ type receipt struct {
 // outcome is what a run did, as the demo provider and asynq saw it: the
 // input of the summary and its verdict.
 type outcome struct {
-	rules   []worker.Rule     // the sms:send rules, in file order
+	rules   []policies.Rule   // the sms:send rules, in file order
 	tenants []string          // the demo's tenants, in display order
 	want    map[string]string // task ID -> tenant, every task enqueued
 	got     []receipt         // every message received, in order
@@ -72,7 +71,7 @@ type summary struct {
 }
 
 // policyFor returns the policy of rule r for tenant.
-func policyFor(r worker.Rule, tenant string) (limit int, window time.Duration) {
+func policyFor(r policies.Rule, tenant string) (limit int, window time.Duration) {
 	p := r.Policy
 	if o, ok := r.Tenants[tenant]; ok {
 		p = o
@@ -119,7 +118,7 @@ func (o outcome) summarize() summary {
 	for _, tenant := range o.tenants {
 		tr := tenantResult{Tenant: tenant, Enqueued: enqueued[tenant], Sent: sent[tenant], Returns: o.returns[tenant]}
 		for _, r := range o.rules {
-			if r.Scope != worker.ScopeTenant {
+			if r.Scope != policies.ScopeTenant {
 				continue
 			}
 			limit, window := policyFor(r, tenant)
@@ -135,7 +134,7 @@ func (o outcome) summarize() summary {
 		s.Returns += tr.Returns
 	}
 	for _, r := range o.rules {
-		if r.Scope != worker.ScopeGlobal {
+		if r.Scope != policies.ScopeGlobal {
 			continue
 		}
 		rr := ruleResult{Rule: r.Name, Limit: r.Policy.Limit, Window: r.Policy.Window, Most: arrivals.MaxInWindow(all, r.Policy.Window)}
@@ -203,7 +202,7 @@ func (s summary) interrupted() string {
 // table renders the summary: a line per tenant and one for all of them, a
 // column per rule with the most the provider received within one of its
 // windows, of its limit.
-func (s summary) table(rules []worker.Rule) string {
+func (s summary) table(rules []policies.Rule) string {
 	header := []string{"tenant", "sent", "throttled returns"}
 	for _, r := range rules {
 		header = append(header, r.Name)
@@ -211,16 +210,16 @@ func (s summary) table(rules []worker.Rule) string {
 	rows := [][]string{header}
 	for _, t := range s.Tenants {
 		row := []string{t.Tenant, fmt.Sprintf("%d/%d", t.Sent, t.Enqueued), fmt.Sprint(t.Returns)}
-		rows = append(rows, append(row, ruleCells(rules, t.Rules, worker.ScopeTenant)...))
+		rows = append(rows, append(row, ruleCells(rules, t.Rules, policies.ScopeTenant)...))
 	}
 	row := []string{"all", fmt.Sprintf("%d/%d", s.Sent, s.Enqueued), fmt.Sprint(s.Returns)}
-	rows = append(rows, append(row, ruleCells(rules, s.Global, worker.ScopeGlobal)...))
+	rows = append(rows, append(row, ruleCells(rules, s.Global, policies.ScopeGlobal)...))
 	return renderTable(rows)
 }
 
 // ruleCells returns a cell per rule: the result for the rules of scope (in
 // order), blank for the others.
-func ruleCells(rules []worker.Rule, results []ruleResult, scope string) []string {
+func ruleCells(rules []policies.Rule, results []ruleResult, scope string) []string {
 	cells := make([]string, len(rules))
 	i := 0
 	for j, r := range rules {

@@ -7,16 +7,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/worker"
 )
 
 // testRules are the sms:send rules of a policies file like the built-in one:
 // acme 2 a second, globex 1 every 2 seconds, others 1 a second, 3 a second
 // for all. The margin must not count in the verdict.
-func testRules(t *testing.T) []worker.Rule {
+func testRules(t *testing.T) []policies.Rule {
 	t.Helper()
-	p, err := worker.ParsePolicies(t.Name(), []byte(`
+	p, err := policies.Parse(t.Name(), []byte(`
 margin: 100ms
 tasks:
   sms:send:

@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/worker"
 )
 
 // The demo stops at a timeout computed from its policies, unless
@@ -41,13 +41,13 @@ func timeoutFor(drain time.Duration) time.Duration {
 	return time.Duration(t).Round(time.Millisecond)
 }
 
-// drainTime returns how long the sms:send rules of policies take at best
+// drainTime returns how long the sms:send rules of p take at best
 // to admit tasks[i] SMS of each of tenants[i], all enqueued at once.
 //
 // Every window key of a rule (one per tenant for a tenant rule, one for a
 // global rule) must admit the tasks of its tenants, n of them, at limit L
 // per window W, where L and W are the effective policy: the tenant's
-// override if any, W widened by the rule's margin (worker.Policies.For).
+// override if any, W widened by the rule's margin (policies.Policies.For).
 // L go at once, L more a window later, and so on: the last of them goes
 // ceil(n/L)-1 windows after the first. The drain time is the longest of
 // these over every key of every rule; rules in shadow mode hold nothing
@@ -58,7 +58,7 @@ func timeoutFor(drain time.Duration) time.Duration {
 // admits L at once and then one every W/L, (n-L)·W/L in all, and a fixed
 // window's first burst may come late in its window: for them it is an
 // upper bound. The sliding-window counter admits about L per W.
-func drainTime(policies *worker.Policies, tenants []string, tasks []int) time.Duration {
+func drainTime(p *policies.Policies, tenants []string, tasks []int) time.Duration {
 	type load struct {
 		limit  int
 		window time.Duration
@@ -66,7 +66,7 @@ func drainTime(policies *worker.Policies, tenants []string, tasks []int) time.Du
 	}
 	keys := map[string]*load{}
 	for i, tenant := range tenants {
-		for _, a := range policies.For(producer.TypeSMS, tenant) {
+		for _, a := range p.For(producer.TypeSMS, tenant) {
 			if a.Shadow {
 				continue
 			}

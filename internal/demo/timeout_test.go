@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/policies"
 )
 
 // TestDrainTime: the drain time is, over every window key of every
@@ -66,7 +66,7 @@ tasks:
 			if tc.policies != "" {
 				data = []byte(tc.policies)
 			}
-			p, err := worker.ParsePolicies(tc.name, data)
+			p, err := policies.Parse(tc.name, data)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -302,9 +302,9 @@ func TestRedisDown(t *testing.T) {
 	}{
 		{"refused, fail closed", deadAddr, httplimit.Config{}, http.StatusServiceUnavailable, "1"},
 		{"refused, fail closed, 2.5s retry", deadAddr, httplimit.Config{UnavailableRetryAfter: 2500 * time.Millisecond}, http.StatusServiceUnavailable, "3"},
-		{"refused, fail open", deadAddr, httplimit.Config{FailureMode: httplimit.FailOpen}, http.StatusOK, ""},
+		{"refused, fail open", deadAddr, httplimit.Config{FailureMode: throttle.FailOpen}, http.StatusOK, ""},
 		{"hanging, fail closed", blackHole, httplimit.Config{DecisionTimeout: 100 * time.Millisecond}, http.StatusServiceUnavailable, "1"},
-		{"hanging, fail open", blackHole, httplimit.Config{DecisionTimeout: 100 * time.Millisecond, FailureMode: httplimit.FailOpen}, http.StatusOK, ""},
+		{"hanging, fail open", blackHole, httplimit.Config{DecisionTimeout: 100 * time.Millisecond, FailureMode: throttle.FailOpen}, http.StatusOK, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -530,7 +530,7 @@ func TestInvalidRules(t *testing.T) {
 		{"name with a line break", rulesOf(httplimit.Rule{Name: "a\nb", Check: throttle.Check{Key: "k", Policy: throttle.PerMinute(1), Cost: 1}})},
 	}
 	for _, tc := range cases {
-		for _, mode := range []httplimit.FailureMode{httplimit.FailClosed, httplimit.FailOpen} {
+		for _, mode := range []throttle.FailureMode{throttle.FailClosed, throttle.FailOpen} {
 			t.Run(fmt.Sprintf("%s/mode %d", tc.name, mode), func(t *testing.T) {
 				t.Parallel()
 				l, _ := newLimiter(t)
@@ -708,7 +708,7 @@ func TestEdges(t *testing.T) {
 
 	t.Run("client gone", func(t *testing.T) {
 		t.Parallel()
-		for _, mode := range []httplimit.FailureMode{httplimit.FailClosed, httplimit.FailOpen} {
+		for _, mode := range []throttle.FailureMode{throttle.FailClosed, throttle.FailOpen} {
 			m := newMiddleware(t, hang{}, httplimit.Header("X-API-Key"),
 				limits(t, httplimit.Limit{Name: "a", Policy: throttle.PerMinute(5)}), &httplimit.Config{FailureMode: mode, DecisionTimeout: time.Hour})
 			ctx, cancel := context.WithCancel(context.Background())
