@@ -32,75 +32,133 @@ import (
 	"github.com/sluicehq/sluice/producer"
 )
 
+// flags are the command line of composecheck.
+type flags struct {
+	reportURL, policiesPath, burstPath string
+	timeout, settle                    time.Duration
+}
+
 func main() {
-	reportURL := flag.String("report", "", "`URL` of the sink's GET /report")
-	policiesPath := flag.String("policies", "examples/policies.yaml", "the workers' policies `file`")
-	burstPath := flag.String("burst", "examples/burst.jsonl", "the bulk `file` the producer enqueued")
-	timeout := flag.Duration("timeout", 90*time.Second, "how long to wait for every message")
-	settle := flag.Duration("settle", 2*time.Second, "how long to wait, once every message arrived, for duplicates")
-	flag.Parse()
-	if *reportURL == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "composecheck: usage: composecheck --report URL [--policies FILE] [--burst FILE] [--timeout D]")
-		os.Exit(2)
-	}
-	want, err := burst(*burstPath)
+	f := parseFlags()
+	want, rules, err := load(f.policiesPath, f.burstPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "composecheck:", err)
-		os.Exit(2)
-	}
-	p, err := policies.Load(*policiesPath)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "composecheck:", err)
-		os.Exit(2)
-	}
-	rules := p.Rules(producer.TypeSMS)
-	if len(rules) == 0 {
-		fmt.Fprintf(os.Stderr, "composecheck: %s has no %s rules: nothing to check\n", *policiesPath, producer.TypeSMS)
 		os.Exit(2)
 	}
 	total := 0
 	for _, n := range want {
 		total += n
 	}
-
 	ctx := context.Background()
+	waitForAll(ctx, f, total)
+	time.Sleep(f.settle)
+
+	c := &checker{rules: rules, reports: windowReports(ctx, f.reportURL, rules)}
+	c.check(want, total)
+	if len(c.failures) > 0 {
+		for _, msg := range c.failures {
+			fmt.Fprintln(os.Stderr, "composecheck: FAIL:", msg)
+		}
+		os.Exit(1)
+	}
+	fmt.Println("composecheck: ok: every message once, no limit exceeded as the sink saw it")
+}
+
+// parseFlags returns the command line's flags, and exits with status 2
+// when the report URL is missing or arguments are left over.
+func parseFlags() flags {
+	var f flags
+	flag.StringVar(&f.reportURL, "report", "", "`URL` of the sink's GET /report")
+	flag.StringVar(&f.policiesPath, "policies", "examples/policies.yaml", "the workers' policies `file`")
+	flag.StringVar(&f.burstPath, "burst", "examples/burst.jsonl", "the bulk `file` the producer enqueued")
+	flag.DurationVar(&f.timeout, "timeout", 90*time.Second, "how long to wait for every message")
+	flag.DurationVar(&f.settle, "settle", 2*time.Second, "how long to wait, once every message arrived, for duplicates")
+	flag.Parse()
+	if f.reportURL == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "composecheck: usage: composecheck --report URL [--policies FILE] [--burst FILE] [--timeout D]")
+		os.Exit(2)
+	}
+	return f
+}
+
+// load returns how many SMS of the bulk file at burstPath each tenant
+// has, and the sms:send rules of the policies file at policiesPath; it
+// fails when there are none.
+func load(policiesPath, burstPath string) (map[string]int, []policies.Rule, error) {
+	want, err := burst(burstPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := policies.Load(policiesPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	rules := p.Rules(producer.TypeSMS)
+	if len(rules) == 0 {
+		return nil, nil, fmt.Errorf("%s has no %s rules: nothing to check", policiesPath, producer.TypeSMS)
+	}
+	return want, rules, nil
+}
+
+// waitForAll polls the sink's report until it has total distinct
+// messages, and fails the check when f.timeout passes first.
+func waitForAll(ctx context.Context, f flags, total int) {
 	start := time.Now()
 	for {
-		r, err := get(ctx, *reportURL, "")
+		r, err := get(ctx, f.reportURL, "")
 		if err == nil && r.Unique >= total {
 			fmt.Printf("composecheck: the sink has all %d messages after %v\n", total, time.Since(start).Round(100*time.Millisecond))
-			break
+			return
 		}
-		if time.Since(start) > *timeout {
+		if time.Since(start) > f.timeout {
 			if err != nil {
-				fail("after %v the sink's report is unreadable: %v", *timeout, err)
+				fail("after %v the sink's report is unreadable: %v", f.timeout, err)
 			}
-			fail("after %v the sink has %d of the %d messages of %s", *timeout, r.Unique, total, *burstPath)
+			fail("after %v the sink has %d of the %d messages of %s", f.timeout, r.Unique, total, f.burstPath)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	time.Sleep(*settle)
+}
 
-	var failures []string
-	failf := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
-	// The report for each window the rules have, from the same receipts:
-	// nothing more arrives once every message has.
+// windowReports returns the sink's report for each window the rules
+// have, from the same receipts: nothing more arrives once every message
+// has. It fails the check when one is unreadable.
+func windowReports(ctx context.Context, url string, rules []policies.Rule) map[time.Duration]sink.Report {
 	reports := map[time.Duration]sink.Report{}
 	for _, rule := range rules {
 		w := rule.Policy.Window
 		if _, ok := reports[w]; ok {
 			continue
 		}
-		r, err := get(ctx, *reportURL, w.String())
+		r, err := get(ctx, url, w.String())
 		if err != nil {
 			fail("%v", err)
 		}
 		reports[w] = r
 	}
-	r := reports[rules[0].Policy.Window]
+	return reports
+}
 
+// checker compares the sink's reports with the burst and the rules, and
+// collects what fails.
+type checker struct {
+	rules    []policies.Rule
+	reports  map[time.Duration]sink.Report // by the rules' windows
+	failures []string
+}
+
+// failf records a failed check.
+func (c *checker) failf(format string, args ...any) {
+	c.failures = append(c.failures, fmt.Sprintf(format, args...))
+}
+
+// check checks that each of the total messages of want arrived once, for
+// the right tenant, and prints a line a tenant and one for all with the
+// most messages in one window of each rule, checked against its limit.
+func (c *checker) check(want map[string]int, total int) {
+	r := c.reports[c.rules[0].Policy.Window]
 	if r.Received != total || r.Unique != total || r.Duplicates != 0 {
-		failf("received %d messages, %d distinct, %d duplicates %v; want each of the %d once", r.Received, r.Unique, r.Duplicates, r.DuplicateIDs, total)
+		c.failf("received %d messages, %d distinct, %d duplicates %v; want each of the %d once", r.Received, r.Unique, r.Duplicates, r.DuplicateIDs, total)
 	}
 	names := map[string]bool{}
 	for t := range want {
@@ -112,49 +170,45 @@ func main() {
 	tenants := slices.Sorted(maps.Keys(names))
 	for _, t := range tenants {
 		if got := r.Tenants[t]; got.Received != want[t] || got.Duplicates != 0 {
-			failf("tenant %s: received %d (%d duplicates), want %d once each", t, got.Received, got.Duplicates, want[t])
+			c.failf("tenant %s: received %d (%d duplicates), want %d once each", t, got.Received, got.Duplicates, want[t])
 		}
 	}
 
 	fmt.Printf("%-10s %8s %10s  %s\n", "tenant", "received", "duplicates", "most in one window / limit, per rule")
-	line := func(name string, c sink.Counts, scope string, limitOf func(policies.Rule) int) {
-		fmt.Printf("%-10s %8d %10d ", name, c.Received, c.Duplicates)
-		for _, rule := range rules {
-			if rule.Scope != scope {
-				continue
-			}
-			most := reports[rule.Policy.Window].Counts
-			if scope == policies.ScopeTenant {
-				most = reports[rule.Policy.Window].Tenants[name]
-			}
-			limit := limitOf(rule)
-			fmt.Printf(" %s %d/%d in %v", rule.Name, most.MaxInWindow, limit, rule.Policy.Window)
-			if most.MaxInWindow > limit {
-				failf("%s: rule %s: %d messages in one span of %v, limit %d", name, rule.Name, most.MaxInWindow, rule.Policy.Window, limit)
-			}
-		}
-		fmt.Println()
-	}
 	for _, t := range tenants {
-		line(t, r.Tenants[t], policies.ScopeTenant, func(rule policies.Rule) int {
+		c.line(t, r.Tenants[t], policies.ScopeTenant, func(rule policies.Rule) int {
 			if o, ok := rule.Tenants[t]; ok {
 				return o.Limit
 			}
 			return rule.Policy.Limit
 		})
 	}
-	line("(all)", r.Counts, policies.ScopeGlobal, func(rule policies.Rule) int { return rule.Policy.Limit })
+	c.line("(all)", r.Counts, policies.ScopeGlobal, func(rule policies.Rule) int { return rule.Policy.Limit })
 	if r.Received > 0 {
 		fmt.Printf("first to last arrival: %v\n", r.Last.Sub(r.First).Round(time.Millisecond))
 	}
+}
 
-	if len(failures) > 0 {
-		for _, f := range failures {
-			fmt.Fprintln(os.Stderr, "composecheck: FAIL:", f)
+// line prints the counts of name, a tenant or "(all)", and for each rule
+// of scope the most messages in one of its windows against its limit,
+// limitOf(rule), recording a failure where the most is over it.
+func (c *checker) line(name string, counts sink.Counts, scope string, limitOf func(policies.Rule) int) {
+	fmt.Printf("%-10s %8d %10d ", name, counts.Received, counts.Duplicates)
+	for _, rule := range c.rules {
+		if rule.Scope != scope {
+			continue
 		}
-		os.Exit(1)
+		most := c.reports[rule.Policy.Window].Counts
+		if scope == policies.ScopeTenant {
+			most = c.reports[rule.Policy.Window].Tenants[name]
+		}
+		limit := limitOf(rule)
+		fmt.Printf(" %s %d/%d in %v", rule.Name, most.MaxInWindow, limit, rule.Policy.Window)
+		if most.MaxInWindow > limit {
+			c.failf("%s: rule %s: %d messages in one span of %v, limit %d", name, rule.Name, most.MaxInWindow, rule.Policy.Window, limit)
+		}
 	}
-	fmt.Println("composecheck: ok: every message once, no limit exceeded as the sink saw it")
+	fmt.Println()
 }
 
 // burst returns how many SMS of the bulk file at path each tenant has.
@@ -206,6 +260,8 @@ func get(ctx context.Context, url, window string) (sink.Report, error) {
 	return r, nil
 }
 
+// fail reports a failed check that stops the others, and exits with
+// status 1.
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "composecheck: FAIL: "+format+"\n", args...)
 	os.Exit(1)
