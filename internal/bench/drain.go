@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/sink"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/worker"
 )
 
 // DefaultDrainConcurrency is the asynq Concurrency of each worker process
@@ -271,11 +271,11 @@ func runDrain(ctx context.Context, r *runner, res *Results) error {
 	if err != nil {
 		return fmt.Errorf("the harness's own executable, to run workers: %w", err)
 	}
-	policies, err := worker.ParsePolicies("drain", []byte(sc.policies()))
+	parsed, err := policies.Parse("drain", []byte(sc.policies()))
 	if err != nil {
 		return err
 	}
-	rules := policies.Rules(producer.TypeSMS)
+	rules := parsed.Rules(producer.TypeSMS)
 	margin := rules[0].MarginFor(rules[0].Policy) // both rules have the same window
 	plan := newDrainPlan(sc, margin)
 	dr := &DrainResult{
@@ -372,50 +372,78 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 			p.kill() // those still running after an error
 		}
 	}()
+	base := drainWorkerSpec{
+		Strategy:    st.kind,
+		RedisURL:    r.cfg.RedisURL,
+		Queue:       queue,
+		Prefix:      limiterPrefix,
+		ProviderURL: "http://" + ln.Addr().String() + "/sms",
+		Concurrency: st.concurrency,
+		Policies:    plan.sc.policies(),
+	}
+	if err := startDrainProcs(procs, exe, base, dir); err != nil {
+		return DrainStrategy{}, err
+	}
+	if err := awaitDrain(ctx, r, plan, st, procs, provider, start); err != nil {
+		return DrainStrategy{}, err
+	}
+	receipts := provider.Receipts()
+	stopped := time.Since(start)
+
+	got := DrainStrategy{Name: st.name, About: st.about, Concurrency: st.concurrency, EnqueueSeconds: enqueueTime.Seconds()}
+	got.collect(r, procs)
+	got.setDelivery(plan, drainDelivery(plan, start, receipts), stopped)
+	return got, nil
+}
+
+// startDrainProcs starts one worker process per slot of procs, each from
+// base with its own process number and counters file in dir. On an error
+// the processes started so far stay in procs, for the caller to kill.
+func startDrainProcs(procs []*drainProc, exe string, base drainWorkerSpec, dir string) error {
 	for i := range procs {
-		spec := drainWorkerSpec{
-			Strategy:    st.kind,
-			Process:     i,
-			RedisURL:    r.cfg.RedisURL,
-			Queue:       queue,
-			Prefix:      limiterPrefix,
-			ProviderURL: "http://" + ln.Addr().String() + "/sms",
-			Concurrency: st.concurrency,
-			Policies:    plan.sc.policies(),
-			Counters:    filepath.Join(dir, fmt.Sprintf("counters-%d.json", i)),
-		}
+		spec := base
+		spec.Process = i
+		spec.Counters = filepath.Join(dir, fmt.Sprintf("counters-%d.json", i))
+		var err error
 		if procs[i], err = startDrainProc(exe, spec); err != nil {
-			return DrainStrategy{}, err
+			return err
 		}
 	}
+	return nil
+}
 
+// awaitDrain waits until provider has received every task of the plan
+// once, or the plan's deadline from start has passed, logging progress
+// every 10 s. It fails when ctx ends or a worker process exits early.
+func awaitDrain(ctx context.Context, r *runner, plan *drainPlan, st drainStrategy, procs []*drainProc, provider *sink.Sink, start time.Time) error {
 	deadline := start.Add(plan.deadline())
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	progress := time.NewTicker(10 * time.Second)
 	defer progress.Stop()
-wait:
 	for {
 		select {
 		case <-ctx.Done():
-			return DrainStrategy{}, ctx.Err()
+			return ctx.Err()
 		case now := <-poll.C:
 			if provider.Unique() >= plan.sc.tasks || now.After(deadline) {
-				break wait
+				return nil
 			}
 			for _, p := range procs {
 				if p.exited() {
-					return DrainStrategy{}, fmt.Errorf("worker process %d exited early: %v; its output ends:\n%s", p.spec.Process, p.err, p.output.String())
+					return fmt.Errorf("worker process %d exited early: %v; its output ends:\n%s", p.spec.Process, p.err, p.output.String())
 				}
 			}
 		case now := <-progress.C:
 			r.logf("drain %-11s %5d/%d delivered after %3.0f s", st.name, provider.Unique(), plan.sc.tasks, now.Sub(start).Seconds())
 		}
 	}
-	receipts := provider.Receipts()
-	stopped := time.Since(start)
+}
 
-	got := DrainStrategy{Name: st.name, About: st.about, Concurrency: st.concurrency, EnqueueSeconds: enqueueTime.Seconds()}
+// collect stops the worker processes, all at once, waits for them, and
+// adds up their counters into got. A process whose counters cannot be
+// read is marked Missing and logged.
+func (got *DrainStrategy) collect(r *runner, procs []*drainProc) {
 	// All at once, so that none goes on working while another stops.
 	for _, p := range procs {
 		p.terminate()
@@ -428,15 +456,19 @@ wait:
 		c, err := p.counters()
 		if err != nil {
 			pc.Missing = true
-			r.logf("drain %s: worker process %d: %v", st.name, p.spec.Process, err)
+			r.logf("drain %s: worker process %d: %v", got.Name, p.spec.Process, err)
 		} else {
 			pc.DrainCounts = c
 			got.add(c)
 		}
 		got.Processes = append(got.Processes, pc)
 	}
+}
 
-	d := drainDelivery(plan, start, receipts)
+// setDelivery fills in got what the provider saw, d, measured against
+// the plan; stopped is how long the run took when it did not drain.
+// It needs got's counters first, for the rates per delivered task.
+func (got *DrainStrategy) setDelivery(plan *drainPlan, d delivery, stopped time.Duration) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	got.Drained = d.drained
 	got.Delivered, got.Received, got.Duplicates = d.delivered, d.received, d.received-d.delivered
@@ -456,7 +488,6 @@ wait:
 		got.DequeuesPerDelivered = float64(got.Dequeues) / float64(d.delivered)
 	}
 	got.Series = d.series
-	return got, nil
 }
 
 // enqueueBacklog enqueues the plan's tasks on queue one after another, in

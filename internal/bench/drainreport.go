@@ -19,6 +19,20 @@ func reportDrain(w io.Writer, res *Results) {
 	if dr == nil {
 		return
 	}
+	reportDrainSetup(w, dr)
+	reportDrainTargets(w, dr)
+	reportDrainResults(w, dr)
+	reportDrainCounts(w, dr)
+	window := seconds(dr.WindowSeconds)
+	fmt.Fprintf(w, "\nThe plots: for each %v of the drain, the most arrivals at the provider in any window of %v that "+
+		"ends within it, the count each rule holds to its limit.\n", millis(firstSeriesStep(dr)), window)
+	embedPlot(w, res, "drain-sluice.png")
+	embedPlot(w, res, "drain-strategies.png")
+}
+
+// reportDrainSetup writes what the drain runs: the backlog, the worker
+// processes, the rules, the strategies and how each figure is measured.
+func reportDrainSetup(w io.Writer, dr *DrainResult) {
 	window := seconds(dr.WindowSeconds)
 	fmt.Fprintf(w, "\n## Drain: a backlog through %d worker processes\n\n", dr.Processes)
 	if dr.Mode != "full" {
@@ -60,34 +74,43 @@ func reportDrain(w io.Writer, res *Results) {
 		"delivered task. A strategy is stopped at %.0f s (4 × the ideal drain time + 30 s in the full scenario) "+
 		"and reports what was delivered by then.\n",
 		window, dr.IdealSeconds, dr.IdealMarginSeconds, window, dr.DeadlineSeconds)
+}
 
-	if len(dr.Targets) > 0 {
-		fmt.Fprintf(w, "\nTargets of the issue, for sluice:\n\n")
-		for _, t := range dr.Targets {
-			bound := "at least"
-			if t.AtMost {
-				bound = "at most"
-			}
-			var got, want string
-			switch t.Name {
-			case "violations":
-				got, want = fmt.Sprintf("arrivals over a limit: %.0f", t.Got), fmt.Sprintf("%.0f", t.Want)
-			case "utilization":
-				got, want = fmt.Sprintf("utilization: %.3f", t.Got), fmt.Sprintf("%.2f", t.Want)
-			case "denials_per_delivered":
-				got, want = fmt.Sprintf("limiter denials per delivered task: %.2f", t.Got), fmt.Sprintf("%.1f", t.Want)
-			case "p99_lateness_ms":
-				got, want = fmt.Sprintf("p99 lateness: %s ms", thousands(t.Got)), fmt.Sprintf("%s ms (one window)", thousands(t.Want))
-			default:
-				got, want = fmt.Sprintf("%s: %g", t.Name, t.Got), fmt.Sprintf("%g", t.Want)
-			}
-			fmt.Fprintf(w, "- %s, want %s %s: **%s**\n", got, bound, want, verdict(t.Met))
-		}
-		if s := dr.Strategies[0]; s.Name == "sluice" && !s.Drained {
-			fmt.Fprintf(w, "\nsluice did not drain before the deadline: a target that needs the whole drain is not met.\n")
-		}
+// reportDrainTargets writes the issue's targets for sluice and whether
+// each is met; nothing when the result holds none.
+func reportDrainTargets(w io.Writer, dr *DrainResult) {
+	if len(dr.Targets) == 0 {
+		return
 	}
+	fmt.Fprintf(w, "\nTargets of the issue, for sluice:\n\n")
+	for _, t := range dr.Targets {
+		bound := "at least"
+		if t.AtMost {
+			bound = "at most"
+		}
+		var got, want string
+		switch t.Name {
+		case "violations":
+			got, want = fmt.Sprintf("arrivals over a limit: %.0f", t.Got), fmt.Sprintf("%.0f", t.Want)
+		case "utilization":
+			got, want = fmt.Sprintf("utilization: %.3f", t.Got), fmt.Sprintf("%.2f", t.Want)
+		case "denials_per_delivered":
+			got, want = fmt.Sprintf("limiter denials per delivered task: %.2f", t.Got), fmt.Sprintf("%.1f", t.Want)
+		case "p99_lateness_ms":
+			got, want = fmt.Sprintf("p99 lateness: %s ms", thousands(t.Got)), fmt.Sprintf("%s ms (one window)", thousands(t.Want))
+		default:
+			got, want = fmt.Sprintf("%s: %g", t.Name, t.Got), fmt.Sprintf("%g", t.Want)
+		}
+		fmt.Fprintf(w, "- %s, want %s %s: **%s**\n", got, bound, want, verdict(t.Met))
+	}
+	if s := dr.Strategies[0]; s.Name == "sluice" && !s.Drained {
+		fmt.Fprintf(w, "\nsluice did not drain before the deadline: a target that needs the whole drain is not met.\n")
+	}
+}
 
+// reportDrainResults writes the table of what each strategy delivered:
+// drain time, utilization, violations, denials and lateness.
+func reportDrainResults(w io.Writer, dr *DrainResult) {
 	fmt.Fprintf(w, "\n| strategy | delivered | duplicates | drain s | utilization | over limit: provider | over limit: tenants (tenants) "+
 		"| most in a window: provider, tenant | denials / task | dequeues / task | lateness p50 ms | p99 ms | max ms |\n")
 	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -105,7 +128,12 @@ func reportDrain(w io.Writer, res *Results) {
 			thousands(s.LatenessP50Ms), thousands(s.MarginLatenessP50Ms), thousands(s.LatenessP99Ms), thousands(s.MarginLatenessP99Ms),
 			thousands(s.LatenessMaxMs))
 	}
+}
 
+// reportDrainCounts writes the table of what the worker processes of
+// each strategy counted, added up, naming the processes whose counters
+// are missing.
+func reportDrainCounts(w io.Writer, dr *DrainResult) {
 	fmt.Fprintf(w, "\nWhat the worker processes counted, added up (each process's own are in results.json): limiter calls "+
 		"(Redis for sluice and naive, the local buckets for per-process), provider calls, and runs that ended throttled "+
 		"(back through the retry set) or in another error. The first delivery is from the start; enqueueing came before it.\n\n")
@@ -127,10 +155,6 @@ func reportDrain(w io.Writer, res *Results) {
 			thousands(float64(s.Admissions)), thousands(float64(s.LimiterErrors)), thousands(float64(s.Sends)),
 			thousands(float64(s.Throttled)), thousands(float64(s.Failed)), s.FirstDeliverySeconds, s.EnqueueSeconds)
 	}
-	fmt.Fprintf(w, "\nThe plots: for each %v of the drain, the most arrivals at the provider in any window of %v that "+
-		"ends within it, the count each rule holds to its limit.\n", millis(firstSeriesStep(dr)), window)
-	embedPlot(w, res, "drain-sluice.png")
-	embedPlot(w, res, "drain-strategies.png")
 }
 
 // firstSeriesStep is the sampling step of the drain series, ms.

@@ -169,7 +169,51 @@ func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string)
 	// for both.
 	batched := throttle.NewLimiter(r.rdb, throttle.WithPrefix(prefix), throttle.WithBatching(nil))
 	gcra := redis_rate.NewLimiter(r.rdb)
-	contenders := []contender{{
+	contenders := limiterContenders(r, spec, prefix, sluice, batched, gcra)
+
+	if spec.fill {
+		if err := fill(ctx, r, keys, sluice, gcra, spec); err != nil {
+			return Variant{}, err
+		}
+	}
+	// Warm up every contender at the most callers: scripts cached, the
+	// pool's connections open.
+	most := slices.Max(r.cfg.Callers)
+	for _, c := range contenders {
+		if _, err := measure(ctx, most, keys, 0, r.cfg.Warmup, c.decide); err != nil {
+			return Variant{}, fmt.Errorf("warm up %s: %w", c.name, err)
+		}
+	}
+
+	v := Variant{Name: spec.name, About: spec.about, Sluice: spec.policy.String(), RedisRate: spec.limit.String()}
+	rounds := make(map[string][][]Round) // contender -> callers index -> rounds
+	for round := range r.cfg.Repeat {
+		for ci, callers := range r.cfg.Callers {
+			for k := range contenders {
+				c := contenders[(round+k)%len(contenders)]
+				got, err := measureRound(ctx, r, c, callers, keys)
+				if err != nil {
+					return Variant{}, err
+				}
+				if rounds[c.name] == nil {
+					rounds[c.name] = make([][]Round, len(r.cfg.Callers))
+				}
+				rounds[c.name][ci] = append(rounds[c.name][ci], got)
+				r.logf("limiter %-5s round %d/%d callers %3d %-14s %9.0f/s  p50 %6.0f µs  p99 %6.0f µs  Redis %5.1f µs/call  allowed %3.0f%%",
+					spec.name, round+1, r.cfg.Repeat, callers, c.name, got.PerSecond, got.P50, got.P99, got.RedisUsPerCall, 100*got.AllowedShare)
+			}
+		}
+	}
+	v.Points = variantPoints(r.cfg.Callers, contenders, rounds)
+	return v, nil
+}
+
+// limiterContenders returns the limiters that runVariant compares, in
+// the order of their first round, each on keys under prefix: the floor
+// (floorScript, the cheapest script call), sluice, go-redis/redis_rate,
+// and sluice batched.
+func limiterContenders(r *runner, spec variantSpec, prefix string, sluice, batched *throttle.Limiter, gcra *redis_rate.Limiter) []contender {
+	return []contender{{
 		name: "floor",
 		decide: func(ctx context.Context, key string) (bool, error) {
 			return true, floorScript.Run(ctx, r.rdb, []string{prefix + key}).Err()
@@ -205,52 +249,36 @@ func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string)
 			return p.SluiceBatched
 		},
 	}}
+}
 
-	if spec.fill {
-		if err := fill(ctx, r, keys, sluice, gcra, spec); err != nil {
-			return Variant{}, err
-		}
+// measureRound measures contender c for one round at callers callers
+// over keys, with Redis's own time per EVALSHA call from INFO
+// commandstats around it.
+func measureRound(ctx context.Context, r *runner, c contender, callers int, keys []string) (Round, error) {
+	before, err := evalshaStats(ctx, r.rdb)
+	if err != nil {
+		return Round{}, err
 	}
-	// Warm up every contender at the most callers: scripts cached, the
-	// pool's connections open.
-	most := slices.Max(r.cfg.Callers)
-	for _, c := range contenders {
-		if _, err := measure(ctx, most, keys, 0, r.cfg.Warmup, c.decide); err != nil {
-			return Variant{}, fmt.Errorf("warm up %s: %w", c.name, err)
-		}
+	got, err := measure(ctx, callers, keys, r.cfg.Warmup, r.cfg.Duration, c.decide)
+	if err != nil {
+		return Round{}, fmt.Errorf("%s at %d callers: %w", c.name, callers, err)
 	}
+	after, err := evalshaStats(ctx, r.rdb)
+	if err != nil {
+		return Round{}, err
+	}
+	if calls := after.calls - before.calls; calls > 0 {
+		got.RedisUsPerCall = float64(after.usec-before.usec) / float64(calls)
+	}
+	return got, nil
+}
 
-	v := Variant{Name: spec.name, About: spec.about, Sluice: spec.policy.String(), RedisRate: spec.limit.String()}
-	rounds := make(map[string][][]Round) // contender -> callers index -> rounds
-	for round := range r.cfg.Repeat {
-		for ci, callers := range r.cfg.Callers {
-			for k := range contenders {
-				c := contenders[(round+k)%len(contenders)]
-				before, err := evalshaStats(ctx, r.rdb)
-				if err != nil {
-					return Variant{}, err
-				}
-				got, err := measure(ctx, callers, keys, r.cfg.Warmup, r.cfg.Duration, c.decide)
-				if err != nil {
-					return Variant{}, fmt.Errorf("%s at %d callers: %w", c.name, callers, err)
-				}
-				after, err := evalshaStats(ctx, r.rdb)
-				if err != nil {
-					return Variant{}, err
-				}
-				if calls := after.calls - before.calls; calls > 0 {
-					got.RedisUsPerCall = float64(after.usec-before.usec) / float64(calls)
-				}
-				if rounds[c.name] == nil {
-					rounds[c.name] = make([][]Round, len(r.cfg.Callers))
-				}
-				rounds[c.name][ci] = append(rounds[c.name][ci], got)
-				r.logf("limiter %-5s round %d/%d callers %3d %-14s %9.0f/s  p50 %6.0f µs  p99 %6.0f µs  Redis %5.1f µs/call  allowed %3.0f%%",
-					spec.name, round+1, r.cfg.Repeat, callers, c.name, got.PerSecond, got.P50, got.P99, got.RedisUsPerCall, 100*got.AllowedShare)
-			}
-		}
-	}
-	for ci, callers := range r.cfg.Callers {
+// variantPoints sums up the rounds of each contender (contender ->
+// callers index -> rounds) into one Point per number of callers, with
+// the throughput ratios between contenders.
+func variantPoints(callersList []int, contenders []contender, rounds map[string][][]Round) []Point {
+	var points []Point
+	for ci, callers := range callersList {
 		p := Point{Callers: callers}
 		for _, c := range contenders {
 			*c.result(&p) = measurement(rounds[c.name][ci])
@@ -261,9 +289,9 @@ func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string)
 		p.SluiceBatchedOverFloor = throughputRatio(p.SluiceBatched.Rounds, p.Floor.Rounds)
 		p.SluiceBatchedOverRedisRate = throughputRatio(p.SluiceBatched.Rounds, p.RedisRate.Rounds)
 		p.SluiceBatchedOverSluice = throughputRatio(p.SluiceBatched.Rounds, p.Sluice.Rounds)
-		v.Points = append(v.Points, p)
+		points = append(points, p)
 	}
-	return v, nil
+	return points
 }
 
 // fill takes every key of both limiters to its limit, so that every later

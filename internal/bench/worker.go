@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
@@ -140,34 +141,12 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 
-	policies, err := worker.ParsePolicies("bench", []byte(workerPolicies))
+	parsed, err := policies.Parse("bench", []byte(workerPolicies))
 	if err != nil {
 		return err
 	}
 	limiterPrefix := r.prefix + "worker:"
-	contenders := []workerContender{{
-		name:   "plain",
-		wrap:   func(h asynq.Handler) (asynq.Handler, error) { return h, nil },
-		result: func(w *WorkerResult) *WorkerMeasurement { return &w.Plain },
-	}, {
-		name: "sluice",
-		wrap: func(h asynq.Handler) (asynq.Handler, error) {
-			// A Throttle of its own each round, as a worker that starts,
-			// on a limiter that batches, as worker.NewServer's does.
-			l := throttle.NewLimiter(rdb, throttle.WithPrefix(limiterPrefix), throttle.WithBatching(nil))
-			t, err := worker.NewThrottle(l,
-				worker.StaticPolicies(policies), &worker.ThrottleConfig{
-					DelayedTaskCheckInterval: workerDelayedInterval,
-					FetchInterval:            workerFetchInterval,
-					Logger:                   slog.New(slog.DiscardHandler),
-				})
-			if err != nil {
-				return nil, err
-			}
-			return t.Middleware(h), nil
-		},
-		result: func(w *WorkerResult) *WorkerMeasurement { return &w.Sluice },
-	}}
+	contenders := workerContenders(rdb, limiterPrefix, parsed)
 
 	n := r.cfg.WorkerTasks
 	run := func(c workerContender, label string, tasks int) (WorkerRound, error) {
@@ -209,6 +188,43 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 				round+1, r.cfg.Repeat, c.name, got.Tasks, got.Seconds, got.PerSecond, got.RedisCPUUsPerTask, got.EnqueueSeconds)
 		}
 	}
+	wr.summarize(contenders)
+	res.Worker = wr
+	return nil
+}
+
+// workerContenders returns the handlers that runWorker compares: plain,
+// the handler alone, and sluice, the handler behind a Throttle with the
+// rules of parsed on a limiter under limiterPrefix.
+func workerContenders(rdb *redis.Client, limiterPrefix string, parsed *policies.Policies) []workerContender {
+	return []workerContender{{
+		name:   "plain",
+		wrap:   func(h asynq.Handler) (asynq.Handler, error) { return h, nil },
+		result: func(w *WorkerResult) *WorkerMeasurement { return &w.Plain },
+	}, {
+		name: "sluice",
+		wrap: func(h asynq.Handler) (asynq.Handler, error) {
+			// A Throttle of its own each round, as a worker that starts,
+			// on a limiter that batches, as worker.NewServer's does.
+			l := throttle.NewLimiter(rdb, throttle.WithPrefix(limiterPrefix), throttle.WithBatching(nil))
+			t, err := worker.NewThrottle(l,
+				policies.Static(parsed), &worker.ThrottleConfig{
+					DelayedTaskCheckInterval: workerDelayedInterval,
+					FetchInterval:            workerFetchInterval,
+					Logger:                   slog.New(slog.DiscardHandler),
+				})
+			if err != nil {
+				return nil, err
+			}
+			return t.Middleware(h), nil
+		},
+		result: func(w *WorkerResult) *WorkerMeasurement { return &w.Sluice },
+	}}
+}
+
+// summarize sets the medians of each contender's rounds in wr, and
+// sluice's throughput against plain and whether it meets the target.
+func (wr *WorkerResult) summarize(contenders []workerContender) {
 	for _, c := range contenders {
 		m := c.result(wr)
 		m.PerSecond = median(workerPerSecond(m.Rounds))
@@ -220,8 +236,6 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 	}
 	wr.SluiceOverPlain = perSecondRatio(workerPerSecond(wr.Sluice.Rounds), workerPerSecond(wr.Plain.Rounds))
 	wr.TargetMet = wr.SluiceOverPlain.Median >= TargetWorkerOverPlain
-	res.Worker = wr
-	return nil
 }
 
 // workerRound enqueues tasks SMS tasks on queue, then starts an asynq
