@@ -18,6 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 	"golang.org/x/term"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/worker"
@@ -64,7 +65,7 @@ type Config struct {
 	// Policies replace the built-in policies (policies.yaml beside this
 	// file) when set. Their sms:send rules apply; the tenants stay acme,
 	// globex and initech.
-	Policies *worker.PolicyFile
+	Policies *policies.File
 
 	// Tasks is how many SMS tasks to enqueue at once, shared out over
 	// the tenants (3:2:1); default DefaultTasks, from MinTasks to MaxTasks.
@@ -109,13 +110,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if tasks < MinTasks || tasks > MaxTasks {
 		return fmt.Errorf("demo: %d tasks: give %d to %d", tasks, MinTasks, MaxTasks)
 	}
-	policies := cfg.Policies
-	if policies == nil {
-		p, err := worker.ParsePolicies("built-in demo policies", builtinPolicies)
+	policyFile := cfg.Policies
+	if policyFile == nil {
+		p, err := policies.Parse("built-in demo policies", builtinPolicies)
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		policies = worker.StaticPolicies(p)
+		policyFile = policies.Static(p)
 	}
 
 	b, err := openBroker(ctx, cfg.RedisURL)
@@ -133,7 +134,7 @@ func Run(ctx context.Context, cfg Config) error {
 	for i, t := range tenantShares {
 		tenants[i] = t.Name
 	}
-	current := policies.Current()
+	current := policyFile.Current()
 	rules := current.Rules(producer.TypeSMS)
 	fmt.Fprintf(out, "policies: %s\n", describe(current.Source(), rules, tenants))
 	drain := drainTime(current, tenants, split(tasks))
@@ -153,7 +154,7 @@ func Run(ctx context.Context, cfg Config) error {
 		prov:    newDemoProvider(),
 		returns: map[string]int{},
 	}
-	err = r.run(ctx, policies, tasks, drain, timeout, logger)
+	err = r.run(ctx, policyFile, tasks, drain, timeout, logger)
 	if b.embedded == nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -172,7 +173,7 @@ type runner struct {
 	broker  *broker
 	queue   string
 	prefix  string
-	rules   []worker.Rule
+	rules   []policies.Rule
 	tenants []string
 	prov    *demoProvider
 
@@ -183,7 +184,7 @@ type runner struct {
 // run enqueues, runs the worker until every task is sent, the timeout, or
 // ctx's end, and prints the summary. drain is how long the tasks take at
 // best (drainTime).
-func (r *runner) run(ctx context.Context, policies *worker.PolicyFile, tasks int, drain, timeout time.Duration, logger *slog.Logger) error {
+func (r *runner) run(ctx context.Context, policyFile *policies.File, tasks int, drain, timeout time.Duration, logger *slog.Logger) error {
 	want, err := r.enqueue(ctx, tasks)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -192,24 +193,7 @@ func (r *runner) run(ctx context.Context, policies *worker.PolicyFile, tasks int
 		}
 		return fmt.Errorf("demo: %w", err)
 	}
-	srv, err := worker.NewServer(r.broker.rdb, worker.Config{
-		ThrottleConfig: worker.ThrottleConfig{
-			Logger: logger,
-		},
-		Policies:        policies,
-		SMS:             r.prov,
-		Email:           provider.LogProvider{Logger: logger}, // for form: the demo enqueues no email
-		Queues:          map[string]int{r.queue: 1},
-		Prefix:          r.prefix,
-		ShutdownTimeout: 10 * time.Second,
-		ErrorHandler: asynq.ErrorHandlerFunc(func(_ context.Context, task *asynq.Task, err error) {
-			if provider.IsThrottled(err) {
-				r.mu.Lock()
-				r.returns[task.Headers()[producer.HeaderTenant]]++
-				r.mu.Unlock()
-			}
-		}),
-	})
+	srv, err := r.newServer(policyFile, logger)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -226,39 +210,10 @@ func (r *runner) run(ctx context.Context, policies *worker.PolicyFile, tasks int
 	go func() { done <- srv.Run(wctx) }()
 
 	insp := asynq.NewInspectorFromRedisClient(r.broker.rdb)
-	interval := time.Second
-	if r.term >= 0 {
-		interval = 250 * time.Millisecond
+	interrupted, timedOut, err := r.watch(ctx, insp, want, tasks, timeout, start, done)
+	if err != nil {
+		return err
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	var interrupted, timedOut bool
-	var last map[string]states
-	draw := func() {
-		if s, err := taskStates(insp, r.queue, tasks); err == nil {
-			last = s
-		}
-		r.draw(r.progress(want, last), start)
-	}
-wait:
-	for !allSent(want, r.prov.receipts()) {
-		select {
-		case <-r.prov.received:
-		case <-tick.C:
-			draw()
-		case <-deadline.C:
-			timedOut = true
-			break wait
-		case <-ctx.Done():
-			interrupted = true
-			break wait
-		case err := <-done:
-			return fmt.Errorf("demo: the worker stopped: %w", err)
-		}
-	}
-	draw()
 	switch {
 	case interrupted:
 		fmt.Fprintln(r.out, "\ninterrupted: stopping the worker; tasks waiting in it go back to asynq")
@@ -269,8 +224,77 @@ wait:
 	if err := <-done; err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	took := time.Since(start)
+	return r.report(insp, want, time.Since(start), interrupted)
+}
 
+// newServer returns the demo's worker: policyFile's rules on the demo's
+// queue and prefix, SMS to the demo provider, and an ErrorHandler that
+// counts each tenant's throttled returns.
+func (r *runner) newServer(policyFile *policies.File, logger *slog.Logger) (*worker.Server, error) {
+	return worker.NewServer(r.broker.rdb, worker.Config{
+		ThrottleConfig: worker.ThrottleConfig{
+			Logger: logger,
+		},
+		Policies:        policyFile,
+		SMS:             r.prov,
+		Email:           provider.LogProvider{Logger: logger}, // for form: the demo enqueues no email
+		Queues:          map[string]int{r.queue: 1},
+		Prefix:          r.prefix,
+		ShutdownTimeout: 10 * time.Second,
+		ErrorHandler: asynq.ErrorHandlerFunc(func(_ context.Context, task *asynq.Task, err error) {
+			if provider.IsThrottled(err) {
+				r.mu.Lock()
+				r.returns[task.Headers()[producer.HeaderTenant]]++
+				r.mu.Unlock()
+			}
+		}),
+	})
+}
+
+// watch draws the progress until every task in want is sent, the
+// timeout, or ctx's end, and draws it once more at the end. It reports
+// which of the last two stopped it, and fails when the worker, whose
+// result comes on done, stops first.
+func (r *runner) watch(ctx context.Context, insp *asynq.Inspector, want map[string]string, tasks int, timeout time.Duration, start time.Time, done <-chan error) (interrupted, timedOut bool, err error) {
+	interval := time.Second
+	if r.term >= 0 {
+		interval = 250 * time.Millisecond
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var last map[string]states
+	draw := func() {
+		if s, err := taskStates(insp, r.queue, tasks); err == nil {
+			last = s
+		}
+		r.draw(r.progress(want, last), start)
+	}
+loop:
+	for !allSent(want, r.prov.receipts()) {
+		select {
+		case <-r.prov.received:
+		case <-tick.C:
+			draw()
+		case <-deadline.C:
+			timedOut = true
+			break loop
+		case <-ctx.Done():
+			interrupted = true
+			break loop
+		case err := <-done:
+			return false, false, fmt.Errorf("demo: the worker stopped: %w", err)
+		}
+	}
+	draw()
+	return interrupted, timedOut, nil
+}
+
+// report prints the summary of the run, which took took, and returns
+// ErrInterrupted when it was interrupted, ErrFailed when a rule was
+// broken or a task not sent.
+func (r *runner) report(insp *asynq.Inspector, want map[string]string, took time.Duration, interrupted bool) error {
 	o := r.outcome(want)
 	o.took = took
 	if qi, err := insp.GetQueueInfo(r.queue); err == nil {
@@ -412,13 +436,13 @@ func shares(want map[string]string, tenants []string) string {
 
 // describe says what the sms:send rules of source are for tenants, in one
 // line.
-func describe(source string, rules []worker.Rule, tenants []string) string {
+func describe(source string, rules []policies.Rule, tenants []string) string {
 	if len(rules) == 0 {
 		return source + " has no rules for " + producer.TypeSMS + ": the demo's tasks run unthrottled"
 	}
 	parts := make([]string, len(rules))
 	for i, r := range rules {
-		if r.Scope == worker.ScopeGlobal {
+		if r.Scope == policies.ScopeGlobal {
 			parts[i] = fmt.Sprintf("%s %v for all tenants together", r.Name, r.Policy)
 			continue
 		}
