@@ -65,17 +65,9 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 
-	sets := make([]worker.RetryQueue, 0, len(queues))
-	for _, q := range queues {
-		rq, err := worker.RetrySet(ctx, ins, q, *limit)
-		if errors.Is(err, asynq.ErrQueueNotFound) {
-			// Deleted since it was listed: nothing waits in it.
-			rq, err = worker.RetryQueue{Queue: q, Tasks: []worker.RetryTask{}}, nil
-		}
-		if err != nil {
-			return failf(stderr, 1, name, "%v", err)
-		}
-		sets = append(sets, rq)
+	sets, err := retrySets(ctx, ins, queues, *limit)
+	if err != nil {
+		return failf(stderr, 1, name, "%v", err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -89,8 +81,36 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stdout, "no queues in Redis")
 		return 0
 	}
+	if err := printThrottled(stdout, sets); err != nil {
+		return failf(stderr, 1, name, "%v", err)
+	}
+	return 0
+}
+
+// retrySets reads the retry set of each of queues, listing at most limit
+// throttled tasks of each; a queue deleted since it was listed has an
+// empty one.
+func retrySets(ctx context.Context, ins *asynq.Inspector, queues []string, limit int) ([]worker.RetryQueue, error) {
+	sets := make([]worker.RetryQueue, 0, len(queues))
+	for _, q := range queues {
+		rq, err := worker.RetrySet(ctx, ins, q, limit)
+		if errors.Is(err, asynq.ErrQueueNotFound) {
+			// Deleted since it was listed: nothing waits in it.
+			rq, err = worker.RetryQueue{Queue: q, Tasks: []worker.RetryTask{}}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, rq)
+	}
+	return sets, nil
+}
+
+// printThrottled writes to w a table of the throttled tasks of sets, if
+// any, and a line a queue with its counts.
+func printThrottled(w io.Writer, sets []worker.RetryQueue) error {
 	now := time.Now()
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	listed := false
 	for _, rq := range sets {
 		for _, t := range rq.Tasks {
@@ -106,16 +126,16 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	if err := tw.Flush(); err != nil {
-		return failf(stderr, 1, name, "%v", err)
+		return err
 	}
 	for _, rq := range sets {
 		shown := ""
 		if n := len(rq.Tasks); n < rq.Throttled {
 			shown = fmt.Sprintf(" (%d listed)", n)
 		}
-		fmt.Fprintf(stdout, "queue %s: %d throttled%s, %d failed and waiting to be retried\n", rq.Queue, rq.Throttled, shown, rq.Failed)
+		fmt.Fprintf(w, "queue %s: %d throttled%s, %d failed and waiting to be retried\n", rq.Queue, rq.Throttled, shown, rq.Failed)
 	}
-	return 0
+	return nil
 }
 
 // back says when a task returns to its queue, in local time: "2026-11-23
