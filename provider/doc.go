@@ -13,8 +13,9 @@
 //   - errors.go: the error classes a provider returns: ThrottledError (wait,
 //     not a failure; IsThrottled), Permanent (archive, never retry); any
 //     other error is retried with backoff.
-//   - observed.go: ObserveSMS and ObserveEmail, which tell the worker's
-//     metrics and status page what each provider answered.
+//   - observed.go: ObserveSMS and ObserveEmail, which tell each Answer
+//     what a provider answered to a message (an Event): the worker's
+//     observers (worker.Observer), such as its metrics and status page.
 //
 // The worker (package worker) routes each task to its provider and acts
 // on these errors; this package does not import it. The old names in

@@ -6,12 +6,22 @@ import (
 	"github.com/sluicehq/sluice/producer"
 )
 
-// An Answer is told what a provider answered to one message: the name the
-// provider was observed under ("sms", "email") and the error its send
-// returned, nil when the provider took the message. It runs in the task's
-// goroutine, after the send, so it must be quick and safe for concurrent
-// use. The worker's metrics and the status page's activity are Answers.
-type Answer func(provider string, err error)
+// Event is what a provider answered to one message: the name the provider
+// was observed under ("sms", "email"), the message's task ID and tenant,
+// and the error its send returned, nil when the provider took the message.
+// It is a struct so that what an observer learns can grow by fields.
+type Event struct {
+	Provider string
+	TaskID   string
+	Tenant   string
+	Err      error
+}
+
+// An Answer is told what a provider answered to each message. It runs in
+// the task's goroutine, after the send, so it must be quick and safe for
+// concurrent use. The worker turns each of its Observers (worker.Observer)
+// into one.
+type Answer func(Event)
 
 // ObserveSMS returns p wrapped so that each of answers is told, under name,
 // what p answered to every message; the error is returned unchanged. With
@@ -42,8 +52,9 @@ type observed[P any] struct {
 
 func (o observed[P]) do(ctx context.Context, m Message[P]) error {
 	err := o.send(ctx, m)
+	e := Event{Provider: o.name, TaskID: m.ID, Tenant: m.Tenant, Err: err}
 	for _, a := range o.answers {
-		a(o.name, err)
+		a(e)
 	}
 	return err
 }

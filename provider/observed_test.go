@@ -11,12 +11,6 @@ import (
 	"github.com/sluicehq/sluice/provider"
 )
 
-// answer is what an Answer was told.
-type answer struct {
-	Provider string
-	Err      error
-}
-
 // fakeSMS is an SMSProvider that records what it is asked to send and
 // returns err.
 type fakeSMS struct {
@@ -41,8 +35,9 @@ func (f *fakeEmail) SendEmail(_ context.Context, m provider.Message[producer.Ema
 }
 
 // TestObserve: every answer is told each message's outcome under the name
-// given, the provider gets the message as it is, and its error comes back
-// unchanged; with no answers the provider is returned itself.
+// given, with its task ID and tenant, the provider gets the message as it
+// is, and its error comes back unchanged; with no answers the provider is
+// returned itself.
 func TestObserve(t *testing.T) {
 	t.Parallel()
 	errDown := errors.New("provider down")
@@ -58,10 +53,10 @@ func TestObserve(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var first, second []answer
+			var first, second []provider.Event
 			answers := []provider.Answer{
-				func(p string, err error) { first = append(first, answer{p, err}) },
-				func(p string, err error) { second = append(second, answer{p, err}) },
+				func(e provider.Event) { first = append(first, e) },
+				func(e provider.Event) { second = append(second, e) },
 			}
 			sms := &fakeSMS{got: make(chan provider.Message[producer.SMS], 1), err: tc.err}
 			email := &fakeEmail{got: make(chan provider.Message[producer.Email], 1), err: tc.err}
@@ -82,8 +77,11 @@ func TestObserve(t *testing.T) {
 				t.Errorf("email message (-want +got):\n%s", diff)
 			}
 
-			want := []answer{{"sms", tc.err}, {"email", tc.err}}
-			for i, got := range [][]answer{first, second} {
+			want := []provider.Event{
+				{Provider: "sms", TaskID: "t1", Tenant: "acme", Err: tc.err},
+				{Provider: "email", TaskID: "t2", Tenant: "globex", Err: tc.err},
+			}
+			for i, got := range [][]provider.Event{first, second} {
 				if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
 					t.Errorf("answer %d told (-want +got):\n%s", i, diff)
 				}

@@ -17,8 +17,11 @@
 //   - handler.go: Handler, which sends each task through its provider
 //     (package provider: Webhook, SMTP, LogProvider; their old names
 //     here, in provider_aliases.go, are deprecated).
-//   - metrics.go, ops.go, status.go: Prometheus metrics, the /healthz,
-//     /readyz and /metrics endpoints, and the status page.
+//   - observer.go: Observer, told of each decision (DecisionEvent, in
+//     event.go), provider's answer (ProviderEvent) and throttled return
+//     (ThrottledEvent); a Server tells each of Config.Observers. Package
+//     status holds the metrics, the status page and the /healthz, /readyz
+//     and /metrics endpoints, fed by its Observers.
 //   - retryset.go: what the admin command and the status page read of
 //     asynq's retry sets: the throttled tasks waiting.
 //   - policies_aliases.go: the old names of what moved to package

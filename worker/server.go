@@ -68,14 +68,11 @@ type Config struct {
 	// (worker --demo) counts throttled returns with it.
 	ErrorHandler asynq.ErrorHandler
 
-	// Metrics, when set, count the worker's decisions, its providers'
-	// answers and its throttled returns. Nil means none.
-	Metrics *Metrics
-
-	// Activity, when set, records the tenants whose tasks the worker asks
-	// the limiter about, the denials of each rule and the providers'
-	// answers, for the status page (StatusPage). Nil means none.
-	Activity *Activity
+	// Observers are told, in order, of each decision, each provider's
+	// answer and each throttled return: before OnDecision and
+	// ErrorHandler. status.Metrics and status.Activity are Observers. Nil
+	// means none.
+	Observers []Observer
 }
 
 // Server is a worker: an asynq server whose tasks pass the Throttle
@@ -166,61 +163,54 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// observeProviders returns c's providers, wrapped so that the metrics and
-// the activity, when c has them, see each answer.
+// observeProviders returns c's providers, wrapped so that c's observers,
+// when it has some, are told each answer.
 func (c Config) observeProviders() (provider.SMSProvider, provider.EmailProvider) {
-	var answers []provider.Answer
-	if c.Metrics != nil {
-		answers = append(answers, c.Metrics.ObserveProvider)
+	if len(c.Observers) == 0 {
+		return c.SMS, c.Email
 	}
-	if c.Activity != nil {
-		answers = append(answers, c.Activity.ObserveProvider)
+	answer := func(e provider.Event) {
+		for _, o := range c.Observers {
+			o.ObserveProvider(e)
+		}
 	}
-	return provider.ObserveSMS("sms", c.SMS, answers...), provider.ObserveEmail("email", c.Email, answers...)
+	return provider.ObserveSMS("sms", c.SMS, answer), provider.ObserveEmail("email", c.Email, answer)
 }
 
-// onDecision returns the hook that gives each decision to the metrics, the
-// activity, then c.OnDecision, those that c has; nil for none.
+// onDecision returns the hook that gives each decision to c's observers,
+// then c.OnDecision; nil when c has neither.
 func (c Config) onDecision() func(DecisionEvent) {
-	var observers []func(DecisionEvent)
-	if c.Metrics != nil {
-		observers = append(observers, c.Metrics.ObserveDecision)
+	if len(c.Observers) == 0 {
+		return c.OnDecision
 	}
-	if c.Activity != nil {
-		observers = append(observers, c.Activity.ObserveDecision)
-	}
-	if c.OnDecision != nil {
-		observers = append(observers, c.OnDecision)
-	}
-	switch len(observers) {
-	case 0:
-		return nil
-	case 1:
-		return observers[0]
-	}
+	observers, then := c.Observers, c.OnDecision
 	return func(e DecisionEvent) {
 		for _, o := range observers {
-			o(e)
+			o.ObserveDecision(e)
+		}
+		if then != nil {
+			then(e)
 		}
 	}
 }
 
 // errorHandler returns asynq's error handler for a Server of c: the
-// worker's logging (ErrorHandler), then the metrics' count of throttled
-// returns and c.ErrorHandler, those that c has.
+// worker's logging (ErrorHandler), then, for a throttled return, c's
+// observers, then c.ErrorHandler when set.
 func (c Config) errorHandler() asynq.ErrorHandler {
-	handlers := []asynq.ErrorHandler{ErrorHandler(c.Logger)}
-	if m := c.Metrics; m != nil {
-		handlers = append(handlers, asynq.ErrorHandlerFunc(func(_ context.Context, task *asynq.Task, err error) {
-			m.ObserveThrottled(task.Type(), err)
-		}))
-	}
-	if c.ErrorHandler != nil {
-		handlers = append(handlers, c.ErrorHandler)
-	}
+	logged := ErrorHandler(c.Logger)
+	observers, then := c.Observers, c.ErrorHandler
 	return asynq.ErrorHandlerFunc(func(ctx context.Context, task *asynq.Task, err error) {
-		for _, h := range handlers {
-			h.HandleError(ctx, task, err)
+		logged.HandleError(ctx, task, err)
+		if len(observers) > 0 && provider.IsThrottled(err) {
+			id, _ := asynq.GetTaskID(ctx)
+			e := ThrottledEvent{TaskType: task.Type(), TaskID: id, Err: err}
+			for _, o := range observers {
+				o.ObserveThrottled(e)
+			}
+		}
+		if then != nil {
+			then.HandleError(ctx, task, err)
 		}
 	})
 }
@@ -256,7 +246,7 @@ func (s *Server) Unthrottled() []string {
 
 // Ready reports whether the server can work: nil when Redis answers a
 // PING within ctx and policies are loaded. It is the /readyz check of
-// OpsHandler.
+// status.OpsHandler.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.policies.Current() == nil {
 		return errors.New("no policies loaded")

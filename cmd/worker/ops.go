@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/status"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -32,14 +33,16 @@ type running struct {
 // page.
 func newWorker(rdb redis.UniversalClient, cfg worker.Config, ops net.Listener, tenants bool) (*running, error) {
 	reg := prometheus.NewRegistry()
+	var activity *status.Activity
 	if ops != nil {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			asynqmetrics.NewQueueMetricsCollector(asynq.NewInspectorFromRedisClient(rdb)))
-		var err error
-		if cfg.Metrics, err = worker.NewMetrics(reg, &worker.MetricsConfig{TenantLabel: tenants}); err != nil {
+		metrics, err := status.NewMetrics(reg, &status.MetricsConfig{TenantLabel: tenants})
+		if err != nil {
 			return nil, err
 		}
-		cfg.Activity = worker.NewActivity(nil)
+		activity = status.NewActivity(nil)
+		cfg.Observers = append(slices.Clip(cfg.Observers), metrics, activity)
 	}
 	srv, err := worker.NewServer(rdb, cfg)
 	if err != nil {
@@ -49,16 +52,16 @@ func newWorker(rdb redis.UniversalClient, cfg worker.Config, ops net.Listener, t
 	if ops == nil {
 		return r, nil
 	}
-	status, err := worker.StatusPage(rdb, worker.StatusConfig{
+	page, err := status.Page(rdb, status.PageConfig{
 		Policies: cfg.Policies,
-		Activity: cfg.Activity,
+		Activity: activity,
 		Queues:   slices.Collect(maps.Keys(cfg.Queues)),
 		Prefix:   cfg.Prefix,
 	})
 	if err != nil {
 		return nil, err
 	}
-	h, err := worker.OpsHandler(worker.OpsConfig{Gatherer: reg, Ready: srv.Ready, Status: status})
+	h, err := status.OpsHandler(status.OpsConfig{Gatherer: reg, Ready: srv.Ready, Status: page})
 	if err != nil {
 		return nil, err
 	}

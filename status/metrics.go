@@ -1,4 +1,4 @@
-package worker
+package status
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/provider"
+	"github.com/sluicehq/sluice/worker"
 )
 
 // MetricsConfig configures NewMetrics. The zero value is the default.
@@ -18,9 +19,13 @@ type MetricsConfig struct {
 	TenantLabel bool
 }
 
+// Check at compile time that Metrics are a worker.Observer.
+var _ worker.Observer = (*Metrics)(nil)
+
 // Metrics are a worker's Prometheus metrics: its limiter decisions, the
-// providers' answers and the tasks it sent back. Give them to a Server
-// (Config.Metrics), or feed them from your own middleware (Observe...).
+// providers' answers and the tasks it sent back. They are a
+// worker.Observer: give them to a Server (worker.Config.Observers), or feed
+// them from your own middleware (Observe...).
 // Label values are bounded: task types, rule names and status classes; a
 // tenant appears only with MetricsConfig.TenantLabel. Safe for concurrent
 // use.
@@ -47,7 +52,7 @@ const (
 // the defaults). It fails when reg already holds metrics of these names.
 func NewMetrics(reg prometheus.Registerer, cfg *MetricsConfig) (*Metrics, error) {
 	if reg == nil {
-		return nil, errors.New("worker: NewMetrics: nil Registerer")
+		return nil, errors.New("status: NewMetrics: nil Registerer")
 	}
 	if cfg == nil {
 		cfg = &MetricsConfig{}
@@ -98,19 +103,19 @@ func NewMetrics(reg prometheus.Registerer, cfg *MetricsConfig) (*Metrics, error)
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("worker: register metrics: %w", err)
+			return nil, fmt.Errorf("status: register metrics: %w", err)
 		}
 	}
 	return m, nil
 }
 
-// ObserveDecision counts one limiter call of the Throttle middleware; it is
-// what Server gives ThrottleConfig.OnDecision.
-func (m *Metrics) ObserveDecision(e DecisionEvent) {
+// ObserveDecision counts one limiter call of the Throttle middleware, and
+// the decisions of its rules in shadow mode.
+func (m *Metrics) ObserveDecision(e worker.DecisionEvent) {
 	m.latency.WithLabelValues(e.TaskType).Observe(e.Latency.Seconds())
 	for _, s := range e.Shadow {
 		if s.Err == nil {
-			m.ObserveShadow(e.TaskType, s.Rule, s.Allowed)
+			m.observeShadow(e.TaskType, s.Rule, s.Allowed)
 		}
 	}
 	count := func(rule, result string) {
@@ -143,8 +148,8 @@ func (m *Metrics) ObserveDecision(e DecisionEvent) {
 	}
 }
 
-// ObserveShadow counts the decision of a rule in shadow mode.
-func (m *Metrics) ObserveShadow(taskType, rule string, allowed bool) {
+// observeShadow counts the decision of a rule in shadow mode.
+func (m *Metrics) observeShadow(taskType, rule string, allowed bool) {
 	result := ResultDenied
 	if allowed {
 		result = ResultAllowed
@@ -152,10 +157,10 @@ func (m *Metrics) ObserveShadow(taskType, rule string, allowed bool) {
 	m.shadow.WithLabelValues(taskType, rule, result).Inc()
 }
 
-// ObserveThrottled counts a task sent back to the queue by err, a
+// ObserveThrottled counts a task sent back to the queue by e.Err, a
 // provider.ThrottledError; other errors are not counted.
-func (m *Metrics) ObserveThrottled(taskType string, err error) {
-	te, ok := errors.AsType[*provider.ThrottledError](err)
+func (m *Metrics) ObserveThrottled(e worker.ThrottledEvent) {
+	te, ok := errors.AsType[*provider.ThrottledError](e.Err)
 	if !ok {
 		return
 	}
@@ -163,13 +168,13 @@ func (m *Metrics) ObserveThrottled(taskType string, err error) {
 	if te.FromProvider {
 		by = "provider"
 	}
-	m.throttled.WithLabelValues(taskType, by).Inc()
+	m.throttled.WithLabelValues(e.TaskType, by).Inc()
 }
 
-// ObserveProvider counts the answer of provider ("sms", "email") to one
-// message: err is what its Send returned.
-func (m *Metrics) ObserveProvider(provider string, err error) {
-	m.provider.WithLabelValues(provider, ResponseClass(err)).Inc()
+// ObserveProvider counts the answer of e.Provider ("sms", "email") to one
+// message: e.Err is what its Send returned.
+func (m *Metrics) ObserveProvider(e worker.ProviderEvent) {
+	m.provider.WithLabelValues(e.Provider, ResponseClass(e.Err)).Inc()
 }
 
 // ResponseClass returns the class of a provider's answer, from what its

@@ -1,4 +1,4 @@
-package worker
+package status
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 // OpsConfig configures OpsHandler.
 type OpsConfig struct {
 	// Gatherer serves /metrics; required. A *prometheus.Registry with the
-	// worker's Metrics registered is one.
+	// worker's Metrics (NewMetrics) registered is one.
 	Gatherer prometheus.Gatherer
 
 	// Ready answers /readyz: nil means ready. Nil means always ready.
-	// Server.Ready is one.
+	// worker.Server.Ready is one.
 	Ready func(context.Context) error
 
-	// Status serves the page at "/"; nil means a short index of the
+	// Status serves the page at "/" (Page); nil means a short index of the
 	// endpoints.
 	Status http.Handler
 }
@@ -39,7 +39,7 @@ const readyTimeout = time.Second
 //   - /: cfg.Status.
 func OpsHandler(cfg OpsConfig) (http.Handler, error) {
 	if cfg.Gatherer == nil {
-		return nil, errors.New("worker: OpsHandler: nil Gatherer")
+		return nil, errors.New("status: OpsHandler: nil Gatherer")
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))

@@ -1,11 +1,8 @@
-package worker_test
+package status_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http/httptest"
 	"net/textproto"
 	"strings"
 	"testing"
@@ -13,9 +10,9 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/provider"
+	"github.com/sluicehq/sluice/status"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -55,7 +52,7 @@ sluice_limiter_errors_total{task_type="sms:send"} 1
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			reg := prometheus.NewPedanticRegistry()
-			m, err := worker.NewMetrics(reg, nil)
+			m, err := status.NewMetrics(reg, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +96,7 @@ func TestMetricsTenantLabel(t *testing.T) {
 		Decision: throttle.MultiDecision{Decision: throttle.Decision{Allowed: true}, Denied: -1}}
 	for _, on := range []bool{false, true} {
 		reg := prometheus.NewPedanticRegistry()
-		m, err := worker.NewMetrics(reg, &worker.MetricsConfig{TenantLabel: on})
+		m, err := status.NewMetrics(reg, &status.MetricsConfig{TenantLabel: on})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,14 +106,14 @@ func TestMetricsTenantLabel(t *testing.T) {
 			t.Errorf("TenantLabel %t: tenant series present: %t", on, got)
 		}
 	}
-	if _, err := worker.NewMetrics(nil, nil); err == nil {
+	if _, err := status.NewMetrics(nil, nil); err == nil {
 		t.Errorf("NewMetrics(nil, nil): no error")
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := worker.NewMetrics(reg, nil); err != nil {
+	if _, err := status.NewMetrics(reg, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := worker.NewMetrics(reg, nil); err == nil {
+	if _, err := status.NewMetrics(reg, nil); err == nil {
 		t.Errorf("NewMetrics twice on one registry: no error")
 	}
 }
@@ -138,7 +135,7 @@ func TestResponseClass(t *testing.T) {
 		{&provider.StatusError{Code: 999}, "error"},
 	}
 	for _, tc := range cases {
-		if got := worker.ResponseClass(tc.err); got != tc.want {
+		if got := status.ResponseClass(tc.err); got != tc.want {
 			t.Errorf("ResponseClass(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
@@ -149,16 +146,17 @@ func TestResponseClass(t *testing.T) {
 func TestMetricsObserveThrottledAndProvider(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
-	m, err := worker.NewMetrics(reg, nil)
+	m, err := status.NewMetrics(reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ObserveThrottled("sms:send", &provider.ThrottledError{By: "rule tenant"})
-	m.ObserveThrottled("sms:send", fmt.Errorf("wrapped: %w", &provider.ThrottledError{By: "provider 429", FromProvider: true}))
-	m.ObserveThrottled("sms:send", errors.New("a failure"))
-	m.ObserveProvider("sms", nil)
-	m.ObserveProvider("email", &textproto.Error{Code: 421})
-	m.ObserveShadow("sms:send", "trial", false)
+	m.ObserveThrottled(worker.ThrottledEvent{TaskType: "sms:send", Err: &provider.ThrottledError{By: "rule tenant"}})
+	m.ObserveThrottled(worker.ThrottledEvent{TaskType: "sms:send", Err: fmt.Errorf("wrapped: %w", &provider.ThrottledError{By: "provider 429", FromProvider: true})})
+	m.ObserveThrottled(worker.ThrottledEvent{TaskType: "sms:send", Err: errors.New("a failure")})
+	m.ObserveProvider(worker.ProviderEvent{Provider: "sms"})
+	m.ObserveProvider(worker.ProviderEvent{Provider: "email", Err: &textproto.Error{Code: 421}})
+	m.ObserveDecision(worker.DecisionEvent{TaskType: "sms:send", Decision: throttle.MultiDecision{Decision: throttle.Decision{Allowed: true}, Denied: -1},
+		Shadow: []worker.ShadowDecision{{Rule: "trial", Allowed: false}}})
 	want := strings.TrimSpace(`
 sluice_provider_responses_total{class="2xx",provider="sms"} 1
 sluice_provider_responses_total{class="4xx",provider="email"} 1
@@ -167,64 +165,5 @@ sluice_throttled_returns_total{by="provider",task_type="sms:send"} 1
 sluice_throttled_returns_total{by="rule tenant",task_type="sms:send"} 1`)
 	if got := counters(t, reg); got != want {
 		t.Errorf("counters:\n%s\nwant:\n%s", got, want)
-	}
-}
-
-// TestOpsHandler: the endpoints and what they answer.
-func TestOpsHandler(t *testing.T) {
-	t.Parallel()
-	if _, err := worker.OpsHandler(worker.OpsConfig{}); err == nil {
-		t.Errorf("OpsHandler without a Gatherer: no error")
-	}
-	reg := prometheus.NewPedanticRegistry()
-	m, err := worker.NewMetrics(reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.ObserveProvider("sms", nil)
-	var down error
-	h, err := worker.OpsHandler(worker.OpsConfig{Gatherer: reg, Ready: func(ctx context.Context) error { return down }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	get := func(path string) (int, string) {
-		resp, err := srv.Client().Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	cases := []struct {
-		path     string
-		down     error
-		wantCode int
-		wantBody string
-	}{
-		{"/healthz", nil, 200, "ok\n"},
-		{"/readyz", nil, 200, "ready\n"},
-		{"/readyz", errors.New("redis: dial tcp: connection refused"), 503, "not ready: redis: dial tcp: connection refused\n"},
-		{"/healthz", errors.New("redis down"), 200, "ok\n"},
-		{"/nope", nil, 404, "404 page not found\n"},
-	}
-	for _, tc := range cases {
-		down = tc.down
-		if code, body := get(tc.path); code != tc.wantCode || body != tc.wantBody {
-			t.Errorf("GET %s (ready: %v) = %d %q, want %d %q", tc.path, tc.down, code, body, tc.wantCode, tc.wantBody)
-		}
-	}
-	code, body := get("/metrics")
-	if code != 200 || !strings.Contains(body, `sluice_provider_responses_total{class="2xx",provider="sms"} 1`) {
-		t.Errorf("GET /metrics = %d, without the provider's count:\n%s", code, body)
-	}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP sluice_provider_responses_total Providers' answers by provider (sms, email) and class: 2xx, 429, 4xx, 5xx (SMTP reply codes too), or error when none came.
-# TYPE sluice_provider_responses_total counter
-sluice_provider_responses_total{class="2xx",provider="sms"} 1
-`), "sluice_provider_responses_total"); err != nil {
-		t.Error(err)
 	}
 }

@@ -1,8 +1,7 @@
-package worker_test
+package status_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,193 +18,44 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
-	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/status"
 	"github.com/sluicehq/sluice/worker"
 )
 
-// fakeClock is a clock that tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-// decision returns the event of a limiter call for tenant's task of type
-// sms:send, whose rules are "tenant" and "provider": allowed when denied is
-// -1, else denied by that rule.
-func decision(tenant string, denied int) worker.DecisionEvent {
-	d := throttle.MultiDecision{Decision: throttle.Decision{Allowed: denied < 0}, Denied: denied}
-	return worker.DecisionEvent{TaskType: "sms:send", Tenant: tenant, Rules: []string{"tenant", "provider"}, Decision: d}
-}
-
-// TestActivity: which tenants an Activity keeps, and the denials a second
-// it counts, over the last 10 s.
-func TestActivity(t *testing.T) {
-	t.Parallel()
-	early := decision("acme", 0)
-	early.Decision.Early = true
-	failed := decision("acme", -1)
-	failed.Err, failed.Decision = errors.New("dial tcp: connection refused"), throttle.MultiDecision{}
-	type step struct {
-		at time.Duration // after the clock's start
-		e  worker.DecisionEvent
-	}
-	type rate struct{ rule, tenant string } // tenant "" for every tenant
-	cases := []struct {
-		name        string
-		cfg         worker.ActivityConfig
-		steps       []step
-		at          time.Duration // when it is read
-		wantTenants []string
-		wantRates   map[rate]float64
-	}{
-		{
-			name:        "denials a second: the rule that set the wait, per tenant and in all",
-			steps:       []step{{0, decision("acme", 0)}, {0, decision("acme", 0)}, {5 * time.Second, decision("globex", 1)}, {6 * time.Second, decision("globex", -1)}},
-			at:          9 * time.Second,
-			wantTenants: []string{"acme", "globex"},
-			wantRates: map[rate]float64{
-				{"tenant", "acme"}: 0.2, {"tenant", "globex"}: 0, {"tenant", ""}: 0.2,
-				{"provider", "acme"}: 0, {"provider", "globex"}: 0.1, {"provider", ""}: 0.1,
-			},
-		},
-		{
-			name:        "denials older than 10 s no longer count",
-			steps:       []step{{0, decision("acme", 0)}, {5 * time.Second, decision("acme", 0)}},
-			at:          10 * time.Second,
-			wantTenants: []string{"acme"},
-			wantRates:   map[rate]float64{{"tenant", "acme"}: 0.1, {"tenant", ""}: 0.1},
-		},
-		{
-			name:        "early returns, failed calls and admissions are not denials",
-			steps:       []step{{0, early}, {0, failed}, {0, decision("acme", -1)}},
-			at:          time.Second,
-			wantTenants: []string{"acme"},
-			wantRates:   map[rate]float64{{"tenant", "acme"}: 0, {"provider", ""}: 0},
-		},
-		{
-			name:        "at most Tenants: the one seen least recently goes",
-			cfg:         worker.ActivityConfig{Tenants: 2},
-			steps:       []step{{0, decision("acme", 0)}, {time.Second, decision("globex", -1)}, {2 * time.Second, decision("acme", -1)}, {3 * time.Second, decision("initech", -1)}},
-			at:          3 * time.Second,
-			wantTenants: []string{"acme", "initech"},
-			wantRates:   map[rate]float64{{"tenant", "acme"}: 0.1, {"tenant", "globex"}: 0},
-		},
-		{
-			name:        "forgotten after Forget",
-			cfg:         worker.ActivityConfig{Forget: time.Minute},
-			steps:       []step{{0, decision("acme", -1)}, {30 * time.Second, decision("globex", -1)}},
-			at:          61 * time.Second,
-			wantTenants: []string{"globex"},
-		},
-		{
-			name:        "a task without a tenant is not a tenant",
-			steps:       []step{{0, decision("", 0)}},
-			wantTenants: []string{},
-		},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			clock := newFakeClock()
-			start := clock.Now()
-			cfg := tc.cfg
-			cfg.Now = clock.Now
-			a := worker.NewActivity(&cfg)
-			for _, s := range tc.steps {
-				clock.Set(start.Add(s.at))
-				a.ObserveDecision(s.e)
-			}
-			clock.Set(start.Add(tc.at))
-			got := []string{}
-			for _, st := range a.Tenants() {
-				got = append(got, st.Tenant)
-				if diff := cmp.Diff([]string{"sms:send"}, st.TaskTypes); diff != "" {
-					t.Errorf("task types of %s (-want +got):\n%s", st.Tenant, diff)
-				}
-			}
-			if diff := cmp.Diff(tc.wantTenants, got); diff != "" {
-				t.Errorf("Tenants (-want +got):\n%s", diff)
-			}
-			for r, want := range tc.wantRates {
-				if got := a.DenialRate("sms:send", r.rule, r.tenant); got != want {
-					t.Errorf("DenialRate(sms:send, %s, %q) = %v, want %v", r.rule, r.tenant, got, want)
-				}
-			}
-		})
-	}
-}
-
-// TestActivityProviders: the provider's answers and 429s, in the last
-// minute and in all.
-func TestActivityProviders(t *testing.T) {
-	t.Parallel()
-	clock := newFakeClock()
-	start := clock.Now()
-	a := worker.NewActivity(&worker.ActivityConfig{Now: clock.Now})
-	a.ObserveProvider("sms", nil)
-	a.ObserveProvider("sms", &provider.StatusError{Code: 429, Status: "429 Too Many Requests"})
-	clock.Set(start.Add(30 * time.Second))
-	a.ObserveProvider("sms", &provider.ThrottledError{FromProvider: true, RetryAfter: time.Second})
-	a.ObserveProvider("email", errors.New("dial tcp: connection refused"))
-	clock.Set(start.Add(70 * time.Second))
-	want := []worker.ProviderActivity{
-		{Provider: "email", Answers: 1, AnswersTotal: 1},
-		{Provider: "sms", Answers: 1, TooMany: 1, AnswersTotal: 3, TooManyTotal: 2, LastTooMany: start.Add(30 * time.Second)},
-	}
-	if diff := cmp.Diff(want, a.Providers()); diff != "" {
-		t.Errorf("Providers 70 s in (-want +got):\n%s", diff)
-	}
-}
-
-// TestStatusPageArguments: a nil client, or a config without policies or
+// TestPageArguments: a nil client, or a config without policies or
 // activity, is an error, not a panic.
-func TestStatusPageArguments(t *testing.T) {
+func TestPageArguments(t *testing.T) {
 	t.Parallel()
-	p, err := worker.ParsePolicies(t.Name(), []byte(perHour))
+	p, err := policies.Parse(t.Name(), []byte(perHourAndAccount))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}) // never dialled
 	t.Cleanup(func() { _ = rdb.Close() })
-	policies, activity := worker.StaticPolicies(p), worker.NewActivity(nil)
+	pf, activity := policies.Static(p), status.NewActivity(nil)
 	cases := []struct {
 		name    string
 		rdb     redis.UniversalClient
-		cfg     worker.StatusConfig
+		cfg     status.PageConfig
 		wantErr string
 	}{
-		{"nil client", nil, worker.StatusConfig{Policies: policies, Activity: activity}, "nil Redis client"},
-		{"no policies", rdb, worker.StatusConfig{Activity: activity}, "nil Policies"},
-		{"no activity", rdb, worker.StatusConfig{Policies: policies}, "nil Activity"},
-		{"both", rdb, worker.StatusConfig{Policies: policies, Activity: activity}, ""},
+		{"nil client", nil, status.PageConfig{Policies: pf, Activity: activity}, "nil Redis client"},
+		{"no policies", rdb, status.PageConfig{Activity: activity}, "nil Policies"},
+		{"no activity", rdb, status.PageConfig{Policies: pf}, "nil Activity"},
+		{"both", rdb, status.PageConfig{Policies: pf, Activity: activity}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h, err := worker.StatusPage(tc.rdb, tc.cfg)
+			h, err := status.Page(tc.rdb, tc.cfg)
 			switch {
 			case tc.wantErr == "" && err != nil:
-				t.Errorf("StatusPage: %v", err)
+				t.Errorf("Page: %v", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Errorf("StatusPage = %v, %v; want an error saying %q", h, err, tc.wantErr)
+				t.Errorf("Page = %v, %v; want an error saying %q", h, err, tc.wantErr)
 			}
 		})
 	}
@@ -240,7 +90,7 @@ func pageRows(body string) map[string]pageRow {
 	rows := map[string]pageRow{}
 	for _, m := range windowRowRE.FindAllStringSubmatch(body, -1) {
 		owner := m[4]
-		if m[3] == worker.ScopeGlobal {
+		if m[3] == policies.ScopeGlobal {
 			owner = "global"
 		}
 		row := m[5]
@@ -260,35 +110,35 @@ tasks:
     - {name: trial, scope: global, limit: 1, window: 1h, mode: shadow}
 `
 
-// TestStatusPage runs a worker whose tenants get one SMS an hour, enqueues
+// TestPage runs a worker whose tenants get one SMS an hour, enqueues
 // 3 for acme and 2 for globex, and reads the page once the 3 denied wait
 // in the retry set: each tenant's window full with its places in line,
 // the global window once, the denials of this worker, the backlog by
 // tenant and rule, and the provider's answers.
-func TestStatusPage(t *testing.T) {
+func TestPage(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
 	q := redistest.Queue(t, rdb)
-	p, err := worker.ParsePolicies(t.Name(), []byte(perHourAndAccount))
+	p, err := policies.Parse(t.Name(), []byte(perHourAndAccount))
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies, activity := worker.StaticPolicies(p), worker.NewActivity(nil)
+	pf, activity := policies.Static(p), status.NewActivity(nil)
 	sent := make(smsRecorder, 10)
 	srv, err := worker.NewServer(rdb, worker.Config{
 		ThrottleConfig: worker.ThrottleConfig{
 			MaxHold:                  -1, // the denied go to the retry set
 			DelayedTaskCheckInterval: serverCheckInterval,
 		},
-		Policies:        policies,
+		Policies:        pf,
 		SMS:             sent,
 		Email:           provider.LogProvider{},
 		Queues:          map[string]int{q: 1},
 		Prefix:          prefix,
 		ShutdownTimeout: 5 * time.Second,
-		Activity:        activity,
+		Observers:       []worker.Observer{activity},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -313,9 +163,9 @@ func TestStatusPage(t *testing.T) {
 		}
 		return qi.Retry == 3 && qi.Active == 0, fmt.Sprintf("%d in the retry set, %d active, not 3 and 0", qi.Retry, qi.Active)
 	})
-	activity.ObserveProvider("sms", &provider.StatusError{Code: 429, Status: "429 Too Many Requests"})
+	activity.ObserveProvider(worker.ProviderEvent{Provider: "sms", Err: &provider.StatusError{Code: 429, Status: "429 Too Many Requests"}})
 
-	h, err := worker.StatusPage(rdb, worker.StatusConfig{Policies: policies, Activity: activity, Queues: []string{q}, Prefix: prefix, Name: "w1"})
+	h, err := status.Page(rdb, status.PageConfig{Policies: pf, Activity: activity, Queues: []string{q}, Prefix: prefix, Name: "w1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +242,7 @@ func TestStatusPage(t *testing.T) {
 
 	// A page that reads 2 tasks of each retry set counts those and says
 	// how many more wait.
-	h, err = worker.StatusPage(rdb, worker.StatusConfig{Policies: policies, Activity: activity, Queues: []string{q}, Prefix: prefix, RetryTasks: 2})
+	h, err = status.Page(rdb, status.PageConfig{Policies: pf, Activity: activity, Queues: []string{q}, Prefix: prefix, RetryTasks: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,13 +259,13 @@ func TestStatusPage(t *testing.T) {
 	}
 }
 
-// TestStatusPageWithoutRedis: with Redis refusing connections, or
+// TestPageWithoutRedis: with Redis refusing connections, or
 // accepting them and never answering, the page renders within its Timeout
 // (the client's own timeouts are far longer), shows this worker's tenants
 // and says what it could not read.
-func TestStatusPageWithoutRedis(t *testing.T) {
+func TestPageWithoutRedis(t *testing.T) {
 	t.Parallel()
-	p, err := worker.ParsePolicies(t.Name(), []byte(perHourAndAccount))
+	p, err := policies.Parse(t.Name(), []byte(perHourAndAccount))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,10 +312,10 @@ func TestStatusPageWithoutRedis(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
 				MaxRetries: -1, DialerRetries: 1})
 			t.Cleanup(func() { _ = rdb.Close() })
-			a := worker.NewActivity(nil)
+			a := status.NewActivity(nil)
 			a.ObserveDecision(decision("acme", 0))
 			const timeout = 300 * time.Millisecond
-			h, err := worker.StatusPage(rdb, worker.StatusConfig{Policies: worker.StaticPolicies(p), Activity: a, Timeout: timeout})
+			h, err := status.Page(rdb, status.PageConfig{Policies: policies.Static(p), Activity: a, Timeout: timeout})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,69 @@
+package status
+
+// statusData is what the template shows.
+type statusData struct {
+	Name, Source string
+	Now          string
+	Refresh      int // seconds; 0 for none
+	Took         string
+	Timeout      string
+	RedisErr     string // the first read that failed, "" when none did
+	Failed       int    // how many did
+	Reads        int
+
+	MaxTenants int
+	Forget     string
+	DenialSpan string
+
+	Tenants   []tenantView
+	Globals   []windowView
+	Queues    []queueView
+	Partial   bool // the counts cover only the first RetryTasks of a queue
+	Listed    int  // PageConfig.RetryTasks
+	Providers []providerView
+}
+
+type tenantView struct {
+	Tenant   string
+	LastSeen string
+	Waiting  int
+	NextBack string
+	Rows     []windowView
+	Errs     []string // reads of its windows that failed
+	Global   bool     // its windows read are all of global rules
+}
+
+type windowView struct {
+	TaskType, Rule, Scope, Tenant string
+	Limit                         int
+	Window                        string
+	Used, InLine                  int
+	UsedPct, InLinePct            int
+	Shadow                        bool   // mode: shadow: checked and counted, never holding a task back
+	Level                         string // ok, busy (3/4 or more), full (no room)
+	NextFree                      string
+	Denials                       string
+	Waiting                       int
+	NextBack                      string
+}
+
+type queueView struct {
+	Queue             string
+	Throttled, Failed int
+	Unread            int // tasks of the retry set not read (worker.RetrySetHead)
+	ByRule            []byCount
+	NextBack          string
+	Err               string
+}
+
+type byCount struct {
+	By    string
+	Count int
+}
+
+type providerView struct {
+	Provider               string
+	Answers, TooMany       int
+	AnswersTotal, TooTotal int
+	LastTooMany            string
+}
