@@ -338,7 +338,7 @@ func (s *SMTP) send(ctx context.Context, env envelope) (err error) {
 	// When ctx is cancelled or its deadline passes, any read or write in
 	// progress ends (net/smtp takes no context): a deadline in the past
 	// makes them fail at once.
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
 	c, err := smtp.NewClient(conn, host)
@@ -349,7 +349,7 @@ func (s *SMTP) send(ctx context.Context, env envelope) (err error) {
 	defer func() {
 		var reply *textproto.Error
 		if errors.As(err, &reply) {
-			c.Quit() // the server is there and answering: say goodbye
+			_ = c.Quit() // the server is there and answering: say goodbye
 		}
 		c.Close()
 	}()
@@ -390,7 +390,7 @@ func (s *SMTP) send(ctx context.Context, env envelope) (err error) {
 		return s.fail(ctx, "end of DATA", err)
 	}
 	// The server has taken the message; a failed QUIT changes nothing.
-	c.Quit()
+	_ = c.Quit() // the message is sent: a failed goodbye changes nothing
 	return nil
 }
 

@@ -99,7 +99,7 @@ func startSMTPServer(t *testing.T, opts smtpServerOptions) *smtpServer {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Serve(smtpCountingListener{l, &ts.accepted})
+		_ = s.Serve(smtpCountingListener{l, &ts.accepted})
 	}()
 	t.Cleanup(func() {
 		s.Close()

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -96,8 +94,6 @@ func mustAllowN(t *testing.T, l *throttle.Limiter, key string, p throttle.Policy
 	}
 	return d
 }
-
-func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "µs" }
 
 func rdbKeys(t *testing.T, rdb redis.UniversalClient, prefix string) []string {
 	t.Helper()

@@ -35,7 +35,7 @@ func TestRetryDelay(t *testing.T) {
 			// The delay was computed between before and after2: from that
 			// moment it ends on a whole second.
 			lo, hi := before.Add(d), after2.Add(d)
-			if lo.Truncate(time.Second) == hi.Truncate(time.Second) && lo.Truncate(time.Second) != lo {
+			if lo.Truncate(time.Second).Equal(hi.Truncate(time.Second)) && !lo.Truncate(time.Second).Equal(lo) {
 				t.Errorf("now+%v falls inside second %v, not on its start", d, lo.Truncate(time.Second).Unix())
 			}
 		})

@@ -475,7 +475,9 @@ func TestBulkInterruptedReading(t *testing.T) {
 	t.Parallel()
 	pr, pw := io.Pipe() // sends one line, then nothing until closed
 	t.Cleanup(func() { pw.Close() })
-	go pw.Write([]byte(lines(`{"type":"sms","tenant":"acme","to":"+15551234567","body":"hi"}`)))
+	go func() {
+		_, _ = pw.Write([]byte(lines(`{"type":"sms","tenant":"acme","to":"+15551234567","body":"hi"}`)))
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	var stdout, stderr bytes.Buffer

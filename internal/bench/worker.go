@@ -133,7 +133,7 @@ type workerContender struct {
 func runWorker(ctx context.Context, r *runner, res *Results) error {
 	opt, err := redis.ParseURL(r.cfg.RedisURL)
 	if err != nil {
-		return fmt.Errorf("Redis URL: %w", err)
+		return fmt.Errorf("the Redis URL: %w", err)
 	}
 	// A client of the section's own, shared by both servers and the
 	// limiter: the enqueuers and every asynq worker get a connection.

@@ -38,7 +38,7 @@ func (c redisConfig) diagnose(ctx context.Context, master string) (where, what s
 	case c.cluster != nil:
 		o := c.cluster
 		steps := append(login(o.Username, o.Password), step{slotsStep, func(ctx context.Context, c *redis.Conn) error {
-			return c.ClusterSlots(ctx).Err()
+			return c.ClusterSlots(ctx).Err() //nolint:staticcheck // the command go-redis's cluster client reads, so the diagnosis replays it
 		}})
 		for _, addr := range o.Addrs {
 			if what, refusal = refused(ctx, "tcp", addr, o.TLSConfig, steps); refusal != nil {

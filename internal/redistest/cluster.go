@@ -376,7 +376,7 @@ func slotMaster(ctx context.Context, addr, key string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("node %s: cluster keyslot: %w", addr, err)
 		}
-		ranges, err := n.ClusterSlots(ctx).Result()
+		ranges, err := n.ClusterSlots(ctx).Result() //nolint:staticcheck // the slot map as go-redis's cluster client reads it
 		if err != nil {
 			return "", fmt.Errorf("node %s: cluster slots: %w", addr, err)
 		}
