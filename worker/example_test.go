@@ -7,7 +7,9 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -34,16 +36,16 @@ func Example() {
 		asynq.TaskID("otp-991")) // idempotent enqueue
 
 	// The worker: an asynq server whose tasks ask the limiter first.
-	policies, err := worker.OpenPolicyFile("examples/policies.yaml")
+	rules, err := policies.Open("examples/policies.yaml")
 	srv, err := worker.NewServer(rdb, worker.Config{
-		Policies: policies,
-		SMS:      &worker.Webhook{URL: "https://sms.example/send"},
-		Email:    &worker.SMTP{Addr: "smtp.example.com:587", From: "noreply@example.com"},
+		Policies: rules,
+		SMS:      &provider.Webhook{URL: "https://sms.example/send"},
+		Email:    &provider.SMTP{Addr: "smtp.example.com:587", From: "noreply@example.com"},
 	})
 	err = srv.Run(ctx) // until ctx is done, then a graceful shutdown
 
 	// Or throttle your own asynq server's handlers with the middleware:
-	t, err := worker.NewThrottle(l, policies, &worker.ThrottleConfig{DelayedTaskCheckInterval: time.Second})
+	t, err := worker.NewThrottle(l, rules, &worker.ThrottleConfig{DelayedTaskCheckInterval: time.Second})
 	mux.Use(t.Middleware) // with asynq.Config{IsFailure: worker.IsFailure,
 	// RetryDelayFunc: worker.RetryDelay(nil), ErrorHandler: worker.ErrorHandler(nil)}
 	// README tour ends
