@@ -8,12 +8,12 @@ GO ?= go
 # golangci-lint, pinned, built from the Go module proxy on first use: the
 # shape rules of .golangci.yml (no function over 80 lines, no copied block,
 # no tangled function) and the usual vet-style checks.
-LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 test:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(LINT) run ./...
+	$(GOLANGCI_LINT) run ./...
 	$(GO) test -race -shuffle=on -count=1 -timeout 20m ./...
 
 # The benchmark harness (cmd/bench, docs/LIMITER.md "Benchmarks"): the
