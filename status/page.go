@@ -61,7 +61,7 @@ type PageConfig struct {
 	Refresh time.Duration
 
 	// RetryTasks is the most tasks of each queue's retry set that a load
-	// of the page reads (worker.RetrySetHead), to count the backlog by rule and by
+	// of the page reads (retryset.Head), to count the backlog by rule and by
 	// tenant: its time grows with them, not with the set. Beyond them the
 	// page shows how many more wait, uncounted. Default 10,000.
 	RetryTasks int

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
+	"github.com/sluicehq/sluice/retryset"
 	"github.com/sluicehq/sluice/status"
 	"github.com/sluicehq/sluice/worker"
 )
@@ -228,7 +229,7 @@ func TestPage(t *testing.T) {
 		{3, 3, 0},
 		{500, 3, 0},
 	} {
-		rq, err := worker.RetrySetHead(ctx, ins, q, 10, tc.scan)
+		rq, err := retryset.Head(ctx, ins, q, 10, tc.scan)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +237,7 @@ func TestPage(t *testing.T) {
 			t.Errorf("RetrySetHead(scan %d): %d read, %d unread; want %d and %d", tc.scan, got, rq.Unread, tc.wantRead, tc.wantUnread)
 		}
 	}
-	if rq, err := worker.RetrySet(ctx, ins, q, 10); err != nil || rq.Throttled != 3 || rq.Unread != 0 {
+	if rq, err := retryset.Read(ctx, ins, q, 10); err != nil || rq.Throttled != 3 || rq.Unread != 0 {
 		t.Errorf("RetrySet: %d throttled, %d unread, err %v; want 3, 0, nil", rq.Throttled, rq.Unread, err)
 	}
 

@@ -8,11 +8,11 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/policies"
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/retryset"
 )
 
 // pageRead is one Redis read of a page: the windows of a tenant's task
-// type (policies.Usage), or a queue's retry set (worker.RetrySetHead) when
+// type (policies.Usage), or a queue's retry set (retryset.Head) when
 // queue is set.
 type pageRead struct {
 	tenant, taskType string
@@ -23,7 +23,7 @@ type pageRead struct {
 type readResult struct {
 	pageRead
 	usage []policies.RuleUsage
-	retry worker.RetryQueue
+	retry retryset.Queue
 	err   error
 }
 
@@ -96,7 +96,7 @@ func (s *statusPage) run(ctx context.Context, p *policies.Policies, rd pageRead)
 		return readResult{pageRead: rd, err: errNotRead}
 	}
 	if rd.queue != "" {
-		rq, err := worker.RetrySetHead(ctx, s.ins, rd.queue, s.cfg.RetryTasks, s.cfg.RetryTasks)
+		rq, err := retryset.Head(ctx, s.ins, rd.queue, s.cfg.RetryTasks, s.cfg.RetryTasks)
 		if errors.Is(err, asynq.ErrQueueNotFound) {
 			err = nil // a queue that never held a task holds none
 		}

@@ -50,7 +50,7 @@ type windowView struct {
 type queueView struct {
 	Queue             string
 	Throttled, Failed int
-	Unread            int // tasks of the retry set not read (worker.RetrySetHead)
+	Unread            int // tasks of the retry set not read (retryset.Head)
 	ByRule            []byCount
 	NextBack          string
 	Err               string

@@ -22,8 +22,9 @@
 //     (ThrottledEvent); a Server tells each of Config.Observers. Package
 //     status holds the metrics, the status page and the /healthz, /readyz
 //     and /metrics endpoints, fed by its Observers.
-//   - retryset.go: what the admin command and the status page read of
-//     asynq's retry sets: the throttled tasks waiting.
+//   - retryset_aliases.go: the old names of what moved to package
+//     retryset (what the admin command and the status page read of
+//     asynq's retry sets: RetrySet is retryset.Read, ...), deprecated.
 //   - policies_aliases.go: the old names of what moved to package
 //     policies (the policies file, its rules, a tenant's usage, the HTTP
 //     rules: ParsePolicies is policies.Parse, PolicyFile policies.File,

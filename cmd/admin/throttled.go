@@ -15,7 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/retryset"
 )
 
 // queueList is the value of a flag that may be given more than once.
@@ -52,7 +52,7 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer rdb.Close()
 	ins := asynq.NewInspectorFromRedisClient(rdb)
-	known, err := worker.Queues(ins)
+	known, err := retryset.Queues(ins)
 	if err != nil {
 		return failf(stderr, 1, name, "%v", err)
 	}
@@ -90,13 +90,13 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // retrySets reads the retry set of each of queues, listing at most limit
 // throttled tasks of each; a queue deleted since it was listed has an
 // empty one.
-func retrySets(ctx context.Context, ins *asynq.Inspector, queues []string, limit int) ([]worker.RetryQueue, error) {
-	sets := make([]worker.RetryQueue, 0, len(queues))
+func retrySets(ctx context.Context, ins *asynq.Inspector, queues []string, limit int) ([]retryset.Queue, error) {
+	sets := make([]retryset.Queue, 0, len(queues))
 	for _, q := range queues {
-		rq, err := worker.RetrySet(ctx, ins, q, limit)
+		rq, err := retryset.Read(ctx, ins, q, limit)
 		if errors.Is(err, asynq.ErrQueueNotFound) {
 			// Deleted since it was listed: nothing waits in it.
-			rq, err = worker.RetryQueue{Queue: q, Tasks: []worker.RetryTask{}}, nil
+			rq, err = retryset.Queue{Queue: q, Tasks: []retryset.Task{}}, nil
 		}
 		if err != nil {
 			return nil, err
@@ -108,7 +108,7 @@ func retrySets(ctx context.Context, ins *asynq.Inspector, queues []string, limit
 
 // printThrottled writes to w a table of the throttled tasks of sets, if
 // any, and a line a queue with its counts.
-func printThrottled(w io.Writer, sets []worker.RetryQueue) error {
+func printThrottled(w io.Writer, sets []retryset.Queue) error {
 	now := time.Now()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	listed := false

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/retryset"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -144,7 +145,7 @@ func TestThrottled(t *testing.T) {
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("exit status %d, stderr %q", r.code, r.stderr)
 	}
-	var got []worker.RetryQueue
+	var got []retryset.Queue
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("stdout is not a JSON array of queues: %v\n%s", err, r.stdout)
 	}
@@ -162,7 +163,7 @@ func TestThrottled(t *testing.T) {
 			t.Errorf("task %s: last error %q", task.ID, task.LastErr)
 		}
 		task.ID, task.NextProcessAt, task.LastErr = "", time.Time{}, ""
-		want := worker.RetryTask{Queue: queue, Type: "sms:send", Tenant: "acme", Throttled: true, By: "rule per-hour", Rule: "per-hour"}
+		want := retryset.Task{Queue: queue, Type: "sms:send", Tenant: "acme", Throttled: true, By: "rule per-hour", Rule: "per-hour"}
 		if diff := cmp.Diff(want, task); diff != "" {
 			t.Errorf("task (-want +got):\n%s", diff)
 		}

@@ -1,4 +1,4 @@
-package worker
+package retryset
 
 import (
 	"context"
@@ -36,9 +36,9 @@ func ThrottledBy(lastErr string) (by string, ok bool) {
 	return by, true
 }
 
-// RetryTask is a task waiting in an asynq queue's retry set. In JSON its
+// Task is a task waiting in an asynq queue's retry set. In JSON its
 // time is RFC 3339.
-type RetryTask struct {
+type Task struct {
 	// ID is the task's asynq ID.
 	ID string `json:"id"`
 
@@ -74,8 +74,8 @@ type RetryTask struct {
 	Retried int `json:"retried"`
 }
 
-// RetryQueue is what one queue's retry set holds, from RetrySet.
-type RetryQueue struct {
+// Queue is what one queue's retry set holds, from Read.
+type Queue struct {
 	// Queue names the queue.
 	Queue string `json:"queue"`
 
@@ -85,42 +85,42 @@ type RetryQueue struct {
 	Failed    int `json:"failed"`
 
 	// Tasks holds the first of the throttled tasks, soonest back first, up
-	// to the limit given to RetrySet.
-	Tasks []RetryTask `json:"tasks"`
+	// to the limit given to Read.
+	Tasks []Task `json:"tasks"`
 
 	// Unread is how many tasks of the retry set were not read, and so are
-	// in neither Throttled nor Failed: 0 from RetrySet, which reads them
-	// all; from RetrySetHead, those beyond the tasks it reads.
+	// in neither Throttled nor Failed: 0 from Read, which reads them
+	// all; from Head, those beyond the tasks it reads.
 	Unread int `json:"unread"`
 }
 
-// retryPage is how many tasks RetrySet reads from Redis at once.
+// retryPage is how many tasks Read reads from Redis at once.
 const retryPage = 500
 
-// RetrySet reads the retry set of queue through ins: it counts the tasks
+// Read reads the retry set of queue through ins: it counts the tasks
 // that were throttled (ThrottledBy) and those that failed, and returns the
 // first limit throttled tasks (soonest back first; limit 0 lists none).
 // It reads the whole set, 500 tasks at a time, so it takes time in
 // proportion to the set's size; tasks that come and go while it reads may
 // be counted twice or not at all. A queue that Redis does not know is an
 // error matching asynq.ErrQueueNotFound.
-func RetrySet(ctx context.Context, ins *asynq.Inspector, queue string, limit int) (RetryQueue, error) {
+func Read(ctx context.Context, ins *asynq.Inspector, queue string, limit int) (Queue, error) {
 	return retrySet(ctx, ins, queue, limit, 0)
 }
 
-// RetrySetHead is RetrySet for a set that may be large: it reads only the
+// Head is Read for a set that may be large: it reads only the
 // first scan tasks of the set (soonest back first; over 500, rounded up
 // to whole pages of 500), counts those, and reports how many it left (Unread, from
 // asynq's count of the set), so that its time does not grow with the
 // set. The status page reads the retry sets so at every load.
-func RetrySetHead(ctx context.Context, ins *asynq.Inspector, queue string, limit, scan int) (RetryQueue, error) {
+func Head(ctx context.Context, ins *asynq.Inspector, queue string, limit, scan int) (Queue, error) {
 	return retrySet(ctx, ins, queue, limit, max(scan, 1))
 }
 
-// retrySet is RetrySet, reading at least scan tasks and then no further
+// retrySet is Read, reading at least scan tasks and then no further
 // page (0: the whole set).
-func retrySet(ctx context.Context, ins *asynq.Inspector, queue string, limit, scan int) (RetryQueue, error) {
-	rq := RetryQueue{Queue: queue, Tasks: []RetryTask{}}
+func retrySet(ctx context.Context, ins *asynq.Inspector, queue string, limit, scan int) (Queue, error) {
+	rq := Queue{Queue: queue, Tasks: []Task{}}
 	read, size := 0, retryPage
 	if scan > 0 && scan < size {
 		size = scan
@@ -145,7 +145,7 @@ func retrySet(ctx context.Context, ins *asynq.Inspector, queue string, limit, sc
 				if r, ok := strings.CutPrefix(by, "rule "); ok {
 					rule = r
 				}
-				rq.Tasks = append(rq.Tasks, RetryTask{
+				rq.Tasks = append(rq.Tasks, Task{
 					ID: info.ID, Queue: info.Queue, Type: info.Type, Tenant: info.Headers[producer.HeaderTenant],
 					NextProcessAt: info.NextProcessAt, LastErr: info.LastErr,
 					Throttled: true, By: by, Rule: rule, Retried: info.Retried,

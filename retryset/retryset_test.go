@@ -1,4 +1,4 @@
-package worker_test
+package retryset_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/provider"
-	"github.com/sluicehq/sluice/worker"
+	"github.com/sluicehq/sluice/retryset"
 )
 
 // TestThrottledBy: the messages of the ThrottledErrors that the middleware
@@ -30,7 +30,7 @@ func TestThrottledBy(t *testing.T) {
 		{"", "", false},
 	}
 	for _, tc := range cases {
-		by, ok := worker.ThrottledBy(tc.lastErr)
+		by, ok := retryset.ThrottledBy(tc.lastErr)
 		if by != tc.by || ok != tc.ok {
 			t.Errorf("ThrottledBy(%q) = %q, %v; want %q, %v", tc.lastErr, by, ok, tc.by, tc.ok)
 		}
