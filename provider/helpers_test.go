@@ -4,41 +4,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/producer"
 )
-
-// waitFor is how long a test waits for something to happen before it fails.
-const waitFor = 30 * time.Second
-
-// receive returns the next value of ch, or fails t after waitFor.
-func receive[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitFor):
-		t.Fatalf("no %s within %v", what, waitFor)
-		panic("unreachable")
-	}
-}
-
-// drain returns what ch holds now, without waiting.
-func drain[T any](ch <-chan T) []T {
-	var out []T
-	for {
-		select {
-		case v := <-ch:
-			out = append(out, v)
-		default:
-			return out
-		}
-	}
-}
 
 var (
 	goodSMS   = producer.SMS{To: "+15551234567", Body: "Your code is 123456"}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 )
@@ -66,14 +67,14 @@ func TestObserve(t *testing.T) {
 			if err := provider.ObserveSMS("sms", sms, answers...).SendSMS(ctx, smsMsg); err != tc.err {
 				t.Errorf("SendSMS = %v, want %v", err, tc.err)
 			}
-			if diff := cmp.Diff(smsMsg, receive(t, sms.got, "SMS")); diff != "" {
+			if diff := cmp.Diff(smsMsg, testwait.Receive(t, sms.got, "SMS")); diff != "" {
 				t.Errorf("SMS message (-want +got):\n%s", diff)
 			}
 			emailMsg := provider.Message[producer.Email]{ID: "t2", Tenant: "globex", Payload: goodEmail}
 			if err := provider.ObserveEmail("email", email, answers...).SendEmail(ctx, emailMsg); err != tc.err {
 				t.Errorf("SendEmail = %v, want %v", err, tc.err)
 			}
-			if diff := cmp.Diff(emailMsg, receive(t, email.got, "email")); diff != "" {
+			if diff := cmp.Diff(emailMsg, testwait.Receive(t, email.got, "email")); diff != "" {
 				t.Errorf("email message (-want +got):\n%s", diff)
 			}
 

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 )
@@ -168,10 +169,10 @@ func TestWebhookRequest(t *testing.T) {
 		Key:         "task-1",
 		Body:        map[string]any{"id": "task-1", "tenant": "acme", "to": goodSMS.To, "body": goodSMS.Body},
 	}
-	if diff := cmp.Diff(want, receive(t, got, "request")); diff != "" {
+	if diff := cmp.Diff(want, testwait.Receive(t, got, "request")); diff != "" {
 		t.Errorf("request (-want +got):\n%s", diff)
 	}
-	if extra := drain(got); len(extra) > 0 {
+	if extra := testwait.Drain(got); len(extra) > 0 {
 		t.Errorf("%d more requests: %v", len(extra), extra)
 	}
 }
@@ -197,7 +198,7 @@ func TestWebhookToken(t *testing.T) {
 			if err := tc.w.SendSMS(context.Background(), webhookMessage); err != nil {
 				t.Fatalf("SendSMS: %v", err)
 			}
-			if got, want := receive(t, got, "request").Auth, tc.want; got != want {
+			if got, want := testwait.Receive(t, got, "request").Auth, tc.want; got != want {
 				t.Errorf("Authorization = %q, want %q", got, want)
 			}
 		})
@@ -253,7 +254,7 @@ func TestWebhookDefaultClient(t *testing.T) {
 	if err := w.SendSMS(context.Background(), webhookMessage); err != nil {
 		t.Fatalf("SendSMS: %v", err)
 	}
-	if got, want := receive(t, got, "request").Key, "task-1"; got != want {
+	if got, want := testwait.Receive(t, got, "request").Key, "task-1"; got != want {
 		t.Errorf("Idempotency-Key = %q, want %q", got, want)
 	}
 }
@@ -316,7 +317,7 @@ func TestWebhookReplies(t *testing.T) {
 			srv, got := webhookServer(t, tc.reply)
 			w := &provider.Webhook{URL: srv.URL, Client: srv.Client()}
 			err := w.SendSMS(context.Background(), webhookMessage)
-			receive(t, got, "request")
+			testwait.Receive(t, got, "request")
 
 			if tc.want == sent {
 				if err != nil {

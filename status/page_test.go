@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -144,7 +145,7 @@ func TestPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := runServer(t, srv)
+	ctx, stop := testwait.RunServer(t, srv)
 	defer stop()
 	pc := producer.NewClientFromRedisClient(rdb)
 	for tenant, n := range map[string]int{"acme": 3, "globex": 2} {
@@ -154,10 +155,10 @@ func TestPage(t *testing.T) {
 			}
 		}
 	}
-	receive(t, sent, "the first SMS")
-	receive(t, sent, "the second SMS")
+	testwait.Receive(t, sent, "the first SMS")
+	testwait.Receive(t, sent, "the second SMS")
 	ins := asynq.NewInspectorFromRedisClient(rdb)
-	eventually(t, func() (bool, string) {
+	testwait.Eventually(t, func() (bool, string) {
 		qi, err := ins.GetQueueInfo(q)
 		if err != nil {
 			return false, err.Error()

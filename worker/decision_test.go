@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -86,22 +87,22 @@ tasks:
 			for i, tenant := range tc.tenants {
 				s.enqueue(t, smsTask(t, tenant, asynq.MaxRetry(0)))
 				if tc.want[i].Allowed {
-					receive(t, rec.calls, "handler call")
+					testwait.Receive(t, rec.calls, "handler call")
 					runs++
 				} else {
-					receive(t, s.failures, "ErrorHandler call")
+					testwait.Receive(t, s.failures, "ErrorHandler call")
 				}
 			}
 			if tc.email {
 				s.enqueue(t, emailTask(t, "acme", asynq.MaxRetry(0)))
-				receive(t, rec.calls, "handler call")
+				testwait.Receive(t, rec.calls, "handler call")
 			}
 			s.stop() // every handler has returned: every event is in
-			got := drain(events)
+			got := testwait.Drain(events)
 
 			var gotEvents []event
 			for _, e := range got {
-				if e.TaskType != producer.TypeSMS || e.Err != nil || e.Latency <= 0 || e.Latency > waitFor {
+				if e.TaskType != producer.TypeSMS || e.Err != nil || e.Latency <= 0 || e.Latency > testwait.For {
 					t.Errorf("event %+v: want type %s, no error, a latency", e, producer.TypeSMS)
 				}
 				if len(e.Decision.Checks) != len(e.Rules) {
@@ -115,7 +116,7 @@ tasks:
 			if diff := cmp.Diff(tc.want, gotEvents); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
-			if calls := drain(rec.calls); len(calls) > 0 {
+			if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 				t.Errorf("handler ran %d more times", len(calls))
 			}
 		})
@@ -151,12 +152,12 @@ func TestMiddlewareOnDecisionError(t *testing.T) {
 	}
 	s := startServer(t, rdb, tr.Middleware(newRecorder(nil)))
 	s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(0)))
-	f := receive(t, s.failures, "ErrorHandler call")
+	f := testwait.Receive(t, s.failures, "ErrorHandler call")
 	s.stop()
 	if !provider.IsThrottled(f.Err) {
 		t.Errorf("task ended with %v, want throttled", f.Err)
 	}
-	got := drain(events)
+	got := testwait.Drain(events)
 	if len(got) != 1 {
 		t.Fatalf("%d events, want 1: %+v", len(got), got)
 	}
@@ -196,13 +197,13 @@ func TestServerOnDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := runServer(t, srv)
+	ctx, stop := testwait.RunServer(t, srv)
 	if _, err := producer.NewClientFromRedisClient(rdb).EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
 		t.Fatal(err)
 	}
-	receive(t, sent, "SMS")
+	testwait.Receive(t, sent, "SMS")
 	stop()
-	got := drain(events)
+	got := testwait.Drain(events)
 	if len(got) != 1 || !got[0].Decision.Allowed || got[0].Tenant != "acme" || got[0].TaskType != producer.TypeSMS {
 		t.Errorf("events %+v, want one: acme's SMS allowed", got)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/worker"
@@ -121,10 +122,10 @@ func TestHandlerArchives(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
 			}
-			if got := drain(sms.got); len(got) > 0 {
+			if got := testwait.Drain(sms.got); len(got) > 0 {
 				t.Errorf("SMS provider was called: %v", got)
 			}
-			if got := drain(email.got); len(got) > 0 {
+			if got := testwait.Drain(email.got); len(got) > 0 {
 				t.Errorf("email provider was called: %v", got)
 			}
 		})
@@ -166,7 +167,7 @@ func TestHandlerSends(t *testing.T) {
 				t.Errorf("sms: ProcessTask = %v, want %v", err, tc.provErr)
 			}
 			wantSMS := provider.Message[producer.SMS]{Tenant: "acme", Payload: goodSMS}
-			if diff := cmp.Diff(wantSMS, receive(t, sms.got, "SMS")); diff != "" {
+			if diff := cmp.Diff(wantSMS, testwait.Receive(t, sms.got, "SMS")); diff != "" {
 				t.Errorf("SMS message (-want +got):\n%s", diff)
 			}
 
@@ -175,11 +176,11 @@ func TestHandlerSends(t *testing.T) {
 				t.Errorf("email: ProcessTask = %v, want %v", err, tc.provErr)
 			}
 			wantEmail := provider.Message[producer.Email]{Tenant: "globex", Payload: goodEmail}
-			if diff := cmp.Diff(wantEmail, receive(t, email.got, "email")); diff != "" {
+			if diff := cmp.Diff(wantEmail, testwait.Receive(t, email.got, "email")); diff != "" {
 				t.Errorf("email message (-want +got):\n%s", diff)
 			}
 
-			if n := len(drain(sms.got)) + len(drain(email.got)); n > 0 {
+			if n := len(testwait.Drain(sms.got)) + len(testwait.Drain(email.got)); n > 0 {
 				t.Errorf("%d more messages", n)
 			}
 		})
@@ -198,11 +199,11 @@ func TestHandlerTaskID(t *testing.T) {
 	emailInfo := s.enqueue(t, emailTask(t, "globex"), asynq.TaskID("welcome-ada"))
 
 	wantSMS := provider.Message[producer.SMS]{ID: smsInfo.ID, Tenant: "acme", Payload: goodSMS}
-	if diff := cmp.Diff(wantSMS, receive(t, sms.got, "SMS")); diff != "" {
+	if diff := cmp.Diff(wantSMS, testwait.Receive(t, sms.got, "SMS")); diff != "" {
 		t.Errorf("SMS message (-want +got):\n%s", diff)
 	}
 	wantEmail := provider.Message[producer.Email]{ID: emailInfo.ID, Tenant: "globex", Payload: goodEmail}
-	if diff := cmp.Diff(wantEmail, receive(t, email.got, "email")); diff != "" {
+	if diff := cmp.Diff(wantEmail, testwait.Receive(t, email.got, "email")); diff != "" {
 		t.Errorf("email message (-want +got):\n%s", diff)
 	}
 	if got, want := emailInfo.ID, "welcome-ada"; got != want {
@@ -240,7 +241,7 @@ func TestHandlerWebhookIdempotencyKey(t *testing.T) {
 	srv, got := webhookServer(t)
 	s := startServer(t, rdb, worker.Handler(&provider.Webhook{URL: srv.URL, Client: srv.Client()}, nil))
 	info := s.enqueue(t, smsTask(t, "acme"))
-	req := receive(t, got, "request")
+	req := testwait.Receive(t, got, "request")
 	if got, want := req.Key, info.ID; got != want {
 		t.Errorf("Idempotency-Key = %q, want the task ID %q", got, want)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
@@ -55,11 +56,11 @@ tasks:
 				s.enqueue(t, smsTask(t, "acme"))
 			}
 			for range n {
-				receive(t, rec.calls, "handler call")
+				testwait.Receive(t, rec.calls, "handler call")
 			}
 			s.stop()
 			throttled := 0
-			for _, f := range drain(s.failures) {
+			for _, f := range testwait.Drain(s.failures) {
 				if !provider.IsThrottled(f.Err) {
 					t.Errorf("task %s failed: %v", f.ID, f.Err)
 				}
@@ -100,14 +101,14 @@ func TestMiddlewareProviderHold(t *testing.T) {
 	})
 	s := startServer(t, rdb, tr.Middleware(rec))
 	s.enqueue(t, smsTask(t, "acme"))
-	c429 := receive(t, rec.calls, "the call answered 429")
+	c429 := testwait.Receive(t, rec.calls, "the call answered 429")
 	// The hold is in Redis for every worker.
-	eventually(t, func() (bool, string) {
+	testwait.Eventually(t, func() (bool, string) {
 		d, err := limiter.HeldFor(t.Context(), "provider/sms:send")
 		return err == nil && d > 0, "no hold in Redis"
 	})
 	s.enqueue(t, smsTask(t, "other-tenant"))
-	next := receive(t, rec.calls, "a task of another tenant")
+	next := testwait.Receive(t, rec.calls, "a task of another tenant")
 	if waited := next.At.Sub(c429.At); waited < hold-100*time.Millisecond {
 		t.Errorf("a task of another tenant ran %v after the 429, within its hold of %v", waited, hold)
 	}
@@ -143,12 +144,12 @@ tasks:
 		s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(0), asynq.Timeout(time.Second)))
 	}
 	for range 2 {
-		if c := receive(t, rec.calls, "handler call"); c.Retried != 0 {
+		if c := testwait.Receive(t, rec.calls, "handler call"); c.Retried != 0 {
 			t.Errorf("task %s ran with Retried = %d, want 0", c.ID, c.Retried)
 		}
 	}
 	s.stop()
-	for _, f := range drain(s.failures) {
+	for _, f := range testwait.Drain(s.failures) {
 		if !provider.IsThrottled(f.Err) {
 			t.Errorf("task %s failed: %v", f.ID, f.Err)
 		}

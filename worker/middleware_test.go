@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -86,7 +87,7 @@ func TestMiddlewareBadTenant(t *testing.T) {
 			s := startServer(t, rdb, newThrottle(t, rdb, prefix, perHour).Middleware(rec))
 			info := s.enqueue(t, asynq.NewTaskWithHeaders(producer.TypeSMS, payload, tc.headers), asynq.MaxRetry(5))
 
-			f := receive(t, s.failures, "ErrorHandler call")
+			f := testwait.Receive(t, s.failures, "ErrorHandler call")
 			s.stop()
 			if !errors.Is(f.Err, asynq.SkipRetry) {
 				t.Errorf("error %q does not match SkipRetry", f.Err)
@@ -96,7 +97,7 @@ func TestMiddlewareBadTenant(t *testing.T) {
 					t.Errorf("error %q does not contain %q", f.Err, want)
 				}
 			}
-			if calls := drain(rec.calls); len(calls) > 0 {
+			if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 				t.Errorf("handler ran %d times, want 0", len(calls))
 			}
 			got := s.info(t, info.ID)
@@ -140,7 +141,7 @@ func TestMiddlewareOversizedPayload(t *testing.T) {
 			s := startServer(t, rdb, newThrottle(t, rdb, prefix, policies).Middleware(worker.Handler(sms, email)))
 			info := s.enqueue(t, asynq.NewTaskWithHeaders(tc.typ, []byte(tc.payload), headers), asynq.MaxRetry(5))
 
-			f := receive(t, s.failures, "ErrorHandler call")
+			f := testwait.Receive(t, s.failures, "ErrorHandler call")
 			s.stop()
 			if !errors.Is(f.Err, asynq.SkipRetry) {
 				t.Errorf("error %q does not match SkipRetry", f.Err)
@@ -156,7 +157,7 @@ func TestMiddlewareOversizedPayload(t *testing.T) {
 			if got.Retried != 0 {
 				t.Errorf("Retried = %d, want 0", got.Retried)
 			}
-			if n := len(drain(sms.got)) + len(drain(email.got)); n > 0 {
+			if n := len(testwait.Drain(sms.got)) + len(testwait.Drain(email.got)); n > 0 {
 				t.Errorf("a provider was called %d times, want 0", n)
 			}
 			if keys := redistest.Keys(t, rdb, prefix); len(keys) > 0 {
@@ -211,19 +212,19 @@ tasks:
 			}
 
 			for range tc.wantRuns {
-				if c := receive(t, rec.calls, "handler call"); !ids[c.ID] {
+				if c := testwait.Receive(t, rec.calls, "handler call"); !ids[c.ID] {
 					t.Errorf("handler ran task %q, not one of the test's", c.ID)
 				}
 			}
 			var throttled []failure
 			for range tc.wantThrottled {
-				throttled = append(throttled, receive(t, s.failures, "ErrorHandler call"))
+				throttled = append(throttled, testwait.Receive(t, s.failures, "ErrorHandler call"))
 			}
 			s.stop()
-			if calls := drain(rec.calls); len(calls) > 0 {
+			if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 				t.Errorf("handler ran %d more times", len(calls))
 			}
-			if more := drain(s.failures); len(more) > 0 {
+			if more := testwait.Drain(s.failures); len(more) > 0 {
 				t.Errorf("%d more ErrorHandler calls, the first %v", len(more), more[0].Err)
 			}
 			for _, f := range throttled {
@@ -309,7 +310,7 @@ tasks:
 	}
 	var calls []call
 	for range n {
-		calls = append(calls, receive(t, rec.calls, "handler call"))
+		calls = append(calls, testwait.Receive(t, rec.calls, "handler call"))
 	}
 	s.stop()
 	seen := map[string]bool{}
@@ -322,7 +323,7 @@ tasks:
 			t.Errorf("task %s ran with Retried = %d, want 0", c.ID, c.Retried)
 		}
 	}
-	for _, f := range drain(s.failures) {
+	for _, f := range testwait.Drain(s.failures) {
 		if !provider.IsThrottled(f.Err) {
 			t.Errorf("task %s failed: %v", f.ID, f.Err)
 		}
@@ -415,8 +416,8 @@ func TestMiddlewareRetryBudget(t *testing.T) {
 			// The type has a rule: the task is admitted, then fails.
 			s := startServer(t, rdb, newThrottle(t, rdb, redistest.Prefix(t), perHour).Middleware(rec))
 			info := s.enqueue(t, tc.task(t))
-			c := receive(t, rec.calls, "handler call")
-			f := receive(t, s.failures, "ErrorHandler call")
+			c := testwait.Receive(t, rec.calls, "handler call")
+			f := testwait.Receive(t, s.failures, "ErrorHandler call")
 			s.stop()
 			if c.ID != info.ID || f.ID != info.ID {
 				t.Errorf("handler ran %q, ErrorHandler saw %q; want %q", c.ID, f.ID, info.ID)
@@ -439,7 +440,7 @@ func TestMiddlewareRetryBudget(t *testing.T) {
 			if tc.wantErrOut != "" && strings.Contains(got.LastErr, tc.wantErrOut) {
 				t.Errorf("LastErr = %q, want it not to contain %q", got.LastErr, tc.wantErrOut)
 			}
-			if calls := drain(rec.calls); len(calls) > 0 {
+			if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 				t.Errorf("handler ran %d more times", len(calls))
 			}
 			wantFailed := 1
@@ -462,11 +463,11 @@ func TestMiddlewareRetryBudgetSpent(t *testing.T) {
 	s := startServer(t, rdb, newThrottle(t, rdb, redistest.Prefix(t), "tasks: {}\n").Middleware(rec))
 	info := s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(1)))
 
-	if c := receive(t, rec.calls, "first run"); c.Retried != 0 {
+	if c := testwait.Receive(t, rec.calls, "first run"); c.Retried != 0 {
 		t.Errorf("first run: Retried = %d, want 0", c.Retried)
 	}
-	receive(t, s.failures, "first failure")
-	eventually(t, func() (bool, string) {
+	testwait.Receive(t, s.failures, "first failure")
+	testwait.Eventually(t, func() (bool, string) {
 		got := s.info(t, info.ID)
 		return got.State == asynq.TaskStateRetry, "in state " + got.State.String()
 	})
@@ -477,10 +478,10 @@ func TestMiddlewareRetryBudgetSpent(t *testing.T) {
 	if err := s.inspector.RunTask(s.queue, info.ID); err != nil {
 		t.Fatalf("RunTask: %v", err)
 	}
-	if c := receive(t, rec.calls, "second run"); c.Retried != 1 {
+	if c := testwait.Receive(t, rec.calls, "second run"); c.Retried != 1 {
 		t.Errorf("second run: Retried = %d, want 1", c.Retried)
 	}
-	f := receive(t, s.failures, "second failure")
+	f := testwait.Receive(t, s.failures, "second failure")
 	s.stop()
 	if !errors.Is(f.Err, asynq.SkipRetry) || !errors.Is(f.Err, errProviderDown) {
 		t.Errorf("second failure %q, want SkipRetry wrapping the provider's error", f.Err)
@@ -536,10 +537,10 @@ tasks:
 				s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(0)))
 			}
 			for range n {
-				receive(t, rec.calls, "handler call")
+				testwait.Receive(t, rec.calls, "handler call")
 			}
 			s.stop()
-			if f := drain(s.failures); len(f) > 0 {
+			if f := testwait.Drain(s.failures); len(f) > 0 {
 				t.Errorf("%d ErrorHandler calls, the first %v", len(f), f[0].Err)
 			}
 			if keys := redistest.Keys(t, rdb, prefix); len(keys) > 0 {
@@ -597,15 +598,15 @@ func TestMiddlewareLimiterUnreachable(t *testing.T) {
 			email := s.enqueue(t, emailTask(t, "acme", asynq.MaxRetry(0)))
 
 			ran := map[string]bool{}
-			ran[receive(t, rec.calls, "handler call").ID] = true
+			ran[testwait.Receive(t, rec.calls, "handler call").ID] = true
 			if tc.wantRun {
-				ran[receive(t, rec.calls, "handler call").ID] = true
+				ran[testwait.Receive(t, rec.calls, "handler call").ID] = true
 				s.stop()
-				if f := drain(s.failures); len(f) > 0 {
+				if f := testwait.Drain(s.failures); len(f) > 0 {
 					t.Errorf("%d ErrorHandler calls, the first %v", len(f), f[0].Err)
 				}
 			} else {
-				f := receive(t, s.failures, "ErrorHandler call")
+				f := testwait.Receive(t, s.failures, "ErrorHandler call")
 				s.stop()
 				if f.ID != sms.ID {
 					t.Errorf("ErrorHandler saw task %s, want the SMS task %s", f.ID, sms.ID)
@@ -625,7 +626,7 @@ func TestMiddlewareLimiterUnreachable(t *testing.T) {
 					t.Errorf("SMS task: state %v, Retried %d; want retry, 0", got.State, got.Retried)
 				}
 			}
-			if calls := drain(rec.calls); len(calls) > 0 {
+			if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 				t.Errorf("handler ran %d more times, the first %s", len(calls), calls[0].Type)
 			}
 			if !ran[email.ID] {
@@ -646,17 +647,17 @@ func TestMiddlewareQuotaSpentOnAdmission(t *testing.T) {
 	rec := newRecorder(func(call) error { return errProviderDown })
 	s := startServer(t, rdb, newThrottle(t, rdb, redistest.Prefix(t), perHour).Middleware(rec))
 	first := s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(3)))
-	receive(t, rec.calls, "handler call")
-	if f := receive(t, s.failures, "first failure"); f.ID != first.ID || provider.IsThrottled(f.Err) {
+	testwait.Receive(t, rec.calls, "handler call")
+	if f := testwait.Receive(t, s.failures, "first failure"); f.ID != first.ID || provider.IsThrottled(f.Err) {
 		t.Fatalf("first failure: task %s, %v; want task %s failing", f.ID, f.Err, first.ID)
 	}
 	second := s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(3)))
-	f := receive(t, s.failures, "second failure")
+	f := testwait.Receive(t, s.failures, "second failure")
 	s.stop()
 	if f.ID != second.ID || !provider.IsThrottled(f.Err) {
 		t.Errorf("second failure: task %s, %v; want task %s throttled", f.ID, f.Err, second.ID)
 	}
-	if calls := drain(rec.calls); len(calls) > 0 {
+	if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 		t.Errorf("handler ran %d more times", len(calls))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -89,7 +90,7 @@ func TestServerObservers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := runServer(t, srv)
+	ctx, stop := testwait.RunServer(t, srv)
 	defer stop()
 	pc := producer.NewClientFromRedisClient(rdb)
 	for range 2 { // per-hour allows one: the second is throttled
@@ -110,7 +111,7 @@ func TestServerObservers(t *testing.T) {
 		"second: throttled sms:send id=true throttled=true",
 		"ErrorHandler",
 	}
-	eventually(t, func() (bool, string) {
+	testwait.Eventually(t, func() (bool, string) {
 		got := log.get()
 		return len(got) >= len(want), fmt.Sprintf("%d events, want %d", len(got), len(want))
 	})

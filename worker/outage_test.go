@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/throttle"
@@ -59,7 +60,7 @@ func TestMiddlewareDecisionTimeout(t *testing.T) {
 	rec := newRecorder(nil)
 	s := startServer(t, rdb, tr.Middleware(rec))
 	s.enqueue(t, smsTask(t, "acme", asynq.MaxRetry(0)))
-	f := receive(t, s.failures, "ErrorHandler call")
+	f := testwait.Receive(t, s.failures, "ErrorHandler call")
 	s.stop()
 	te, ok := errors.AsType[*provider.ThrottledError](f.Err)
 	if !ok || te.By != "limiter unavailable" {
@@ -68,10 +69,10 @@ func TestMiddlewareDecisionTimeout(t *testing.T) {
 	if !errors.Is(te.Err, context.DeadlineExceeded) {
 		t.Errorf("Err = %v, want the decision timeout (context.DeadlineExceeded)", te.Err)
 	}
-	if calls := drain(rec.calls); len(calls) > 0 {
+	if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 		t.Errorf("the handler ran %d times without a decision", len(calls))
 	}
-	for _, e := range drain(events) {
+	for _, e := range testwait.Drain(events) {
 		t.Logf("decision failed after %v: %v", e.Latency, e.Err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -70,7 +71,7 @@ func TestServerErrorHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := runServer(t, srv)
+	ctx, stop := testwait.RunServer(t, srv)
 	defer stop()
 
 	pc := producer.NewClientFromRedisClient(rdb)
@@ -85,12 +86,12 @@ func TestServerErrorHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if m := receive(t, sent, "SMS"); m.Tenant != "acme" {
+	if m := testwait.Receive(t, sent, "SMS"); m.Tenant != "acme" {
 		t.Errorf("SMS for tenant %q, want acme", m.Tenant)
 	}
 	var throttled, archived int
 	for i := range 2 {
-		h := receive(t, calls, "ErrorHandler call")
+		h := testwait.Receive(t, calls, "ErrorHandler call")
 		if h.logged <= i {
 			t.Errorf("Config.ErrorHandler called for %v before the worker logged it", h.err)
 		}
@@ -106,7 +107,7 @@ func TestServerErrorHandler(t *testing.T) {
 	if throttled != 1 || archived != 1 {
 		t.Errorf("%d throttled and %d archived, want 1 and 1", throttled, archived)
 	}
-	if more := drain(calls); len(more) > 0 {
+	if more := testwait.Drain(calls); len(more) > 0 {
 		t.Errorf("%d more ErrorHandler calls, the first %v", len(more), more[0].err)
 	}
 	for _, want := range []string{`"msg":"task throttled"`, `"msg":"task archived"`} {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
@@ -65,17 +66,17 @@ tasks:
 			for i := range tc.tasks {
 				s.enqueue(t, smsTask(t, "acme"))
 				if i < tc.wantRun {
-					receive(t, rec.calls, "handler call")
+					testwait.Receive(t, rec.calls, "handler call")
 				} else {
-					receive(t, s.failures, "throttled return")
+					testwait.Receive(t, s.failures, "throttled return")
 				}
 			}
 			s.stop()
-			if calls := drain(rec.calls); len(calls) > 0 {
+			if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 				t.Errorf("the handler ran %d tasks more than %d", len(calls), tc.wantRun)
 			}
 			var shadow []bool
-			for _, e := range drain(events) {
+			for _, e := range testwait.Drain(events) {
 				for _, r := range e.Rules {
 					if r == "trial" {
 						t.Errorf("the shadow rule is among the enforcing rules of an event: %v", e.Rules)
