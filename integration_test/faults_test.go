@@ -102,6 +102,25 @@ func waitDrainedAfter(t *testing.T, rdb redis.UniversalClient, queue string, cut
 	t.Logf("queue empty %v after the cut ended", time.Since(healed).Round(100*time.Millisecond))
 }
 
+// waitServing waits until each of procs is registered as an asynq server
+// (its heartbeat names its PID). A worker registers only after its main
+// has caught SIGTERM, so a worker stopped before that would die of the
+// signal instead of stopping cleanly: a test that may stop a worker it
+// has just started waits for this first.
+func waitServing(t *testing.T, rdb redis.UniversalClient, procs ...*workerProc) {
+	t.Helper()
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	for i, p := range procs {
+		waitFor(t, 30*time.Second, fmt.Sprintf("worker %d (PID %d) registered as an asynq server", i, p.cmd.Process.Pid), nil, func() bool {
+			servers, err := insp.Servers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.ContainsFunc(servers, func(s *asynq.ServerInfo) bool { return s.PID == p.cmd.Process.Pid })
+		})
+	}
+}
+
 // stopWorkers stops procs with SIGTERM, as an operator would, and fails t
 // unless each exits cleanly within 15 s: a worker that crashed during the
 // fault has exited already, with an error.
@@ -607,6 +626,7 @@ func TestWorkerKilledMidTask(t *testing.T) {
 		return len(last) == 0 || time.Unix(int64(last[0].Score), 0).Before(time.Now().Add(-31*time.Second))
 	})
 	others = append(others, startWorkers(t, 1, args("other")...)...)
+	waitServing(t, rdb, others...)
 	waitDrained(t, rdb, queue, 30*time.Second)
 	recovered := time.Since(killed)
 	stopWorkers(t, others...)

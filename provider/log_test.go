@@ -28,7 +28,7 @@ func TestLogProvider(t *testing.T) {
 		{"level": "INFO", "msg": "sms", "id": "t1", "tenant": "acme", "to": goodSMS.To, "body": goodSMS.Body},
 		{"level": "INFO", "msg": "email", "id": "t2", "tenant": "globex", "to": goodEmail.To, "subject": goodEmail.Subject},
 	}
-	if diff := cmp.Diff(want, logRecords(t, &buf), ignoreTime); diff != "" {
+	if diff := cmp.Diff(want, buf.JSONLines(t), ignoreTime); diff != "" {
 		t.Errorf("logs (-want +got):\n%s", diff)
 	}
 }

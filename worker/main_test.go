@@ -2,11 +2,9 @@ package worker_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,23 +197,6 @@ var (
 	goodSMS   = producer.SMS{To: "+15551234567", Body: "Your code is 123456"}
 	goodEmail = producer.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hello Ada", From: "team@example.com"}
 )
-
-// logRecords decodes the JSON lines that a slog.JSONHandler wrote to b.
-func logRecords(t *testing.T, b *syncbuf.Buffer) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(b.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r map[string]any
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
 
 // bufferLogger is an asynq.Logger that writes to a buffer.
 type bufferLogger struct{ b *syncbuf.Buffer }

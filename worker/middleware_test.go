@@ -268,7 +268,7 @@ tasks:
 			// worker.ErrorHandler logged each denial at debug level, with the
 			// task's ID from asynq's context.
 			var logged int
-			for _, r := range logRecords(t, s.logs) {
+			for _, r := range s.logs.JSONLines(t) {
 				if r["msg"] != "task throttled" {
 					t.Errorf("unexpected log record %v", r)
 					continue
@@ -493,7 +493,7 @@ func TestMiddlewareRetryBudgetSpent(t *testing.T) {
 	if want := "retry budget of 1 spent: provider down"; !strings.Contains(got.LastErr, want) {
 		t.Errorf("LastErr = %q, want it to contain %q", got.LastErr, want)
 	}
-	records := logRecords(t, s.logs)
+	records := s.logs.JSONLines(t)
 	if len(records) != 2 {
 		t.Fatalf("%d log records, want 2: %v", len(records), records)
 	}
@@ -718,7 +718,7 @@ func TestErrorHandler(t *testing.T) {
 			var buf syncbuf.Buffer
 			h := worker.ErrorHandler(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			h.HandleError(context.Background(), smsTask(t, "acme"), tc.err)
-			records := logRecords(t, &buf)
+			records := buf.JSONLines(t)
 			if len(records) != 1 {
 				t.Fatalf("%d log records, want 1: %v", len(records), records)
 			}

@@ -28,9 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
@@ -72,10 +70,7 @@ var env = map[string]string{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main(func(ctx context.Context, args []string) int { return run(ctx, args, os.Stdin, os.Stdout, os.Stderr) })
 }
 
 // run runs the command with args, without the program name, and returns

@@ -19,10 +19,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/bench"
@@ -55,9 +53,7 @@ var env = map[string]string{
 
 func main() {
 	bench.RunWorkerIfChild() // a worker process of the drain section: runs, then exits
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+	cli.Main(func(ctx context.Context, args []string) int { return run(ctx, args, os.Stderr) })
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {

@@ -20,8 +20,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/hibiken/asynq"
 
@@ -48,10 +46,7 @@ flag with a bad value (nothing is enqueued).`
 var env = map[string]string{"redis": "REDIS_URL", "queue": "SLUICE_QUEUE"}
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main(func(ctx context.Context, args []string) int { return run(ctx, args, os.Stdin, os.Stdout, os.Stderr) })
 }
 
 // run runs the command with args, without the program name, and returns

@@ -33,8 +33,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
@@ -66,10 +64,7 @@ var env = map[string]string{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main(func(ctx context.Context, args []string) int { return run(ctx, args, os.Stderr) })
 }
 
 // run runs the sink with args, without the program name, logging to

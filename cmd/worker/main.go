@@ -90,9 +90,7 @@ var env = map[string]string{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:]))
+	cli.Main(run)
 }
 
 func run(ctx context.Context, args []string) int {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -196,27 +197,13 @@ func withDefaults(cfg Config) (Config, error) {
 	if cfg.Duration < 0 || cfg.Warmup < 0 || cfg.Repeat < 0 || cfg.Keys < 0 || cfg.WorkerTasks < 0 || cfg.WorkerConcurrency < 0 || cfg.DrainConcurrency < 0 {
 		return cfg, errors.New("bench: negative duration, warm-up, repeat, keys, worker tasks, worker concurrency or drain concurrency")
 	}
-	if cfg.Duration == 0 {
-		cfg.Duration = DefaultDuration
-	}
-	if cfg.Warmup == 0 {
-		cfg.Warmup = DefaultWarmup
-	}
-	if cfg.Repeat == 0 {
-		cfg.Repeat = DefaultRepeat
-	}
-	if cfg.Keys == 0 {
-		cfg.Keys = DefaultKeys
-	}
-	if cfg.WorkerTasks == 0 {
-		cfg.WorkerTasks = DefaultWorkerTasks
-	}
-	if cfg.WorkerConcurrency == 0 {
-		cfg.WorkerConcurrency = DefaultWorkerConcurrency
-	}
-	if cfg.DrainConcurrency == 0 {
-		cfg.DrainConcurrency = DefaultDrainConcurrency
-	}
+	cfg.Duration = cmp.Or(cfg.Duration, DefaultDuration)
+	cfg.Warmup = cmp.Or(cfg.Warmup, DefaultWarmup)
+	cfg.Repeat = cmp.Or(cfg.Repeat, DefaultRepeat)
+	cfg.Keys = cmp.Or(cfg.Keys, DefaultKeys)
+	cfg.WorkerTasks = cmp.Or(cfg.WorkerTasks, DefaultWorkerTasks)
+	cfg.WorkerConcurrency = cmp.Or(cfg.WorkerConcurrency, DefaultWorkerConcurrency)
+	cfg.DrainConcurrency = cmp.Or(cfg.DrainConcurrency, DefaultDrainConcurrency)
 	if cfg.Callers == nil {
 		cfg.Callers = DefaultCallers
 	}

@@ -1,11 +1,14 @@
 // Package syncbuf holds Buffer, a bytes.Buffer safe for concurrent use:
 // what tests give a logger, a server or a process as its output while
-// they read it.
+// they read it, and decode it as JSON lines.
 package syncbuf
 
 import (
 	"bytes"
+	"encoding/json"
+	"strings"
 	"sync"
+	"testing"
 )
 
 // Buffer is a bytes.Buffer whose Write and String are safe for concurrent
@@ -27,4 +30,22 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// JSONLines decodes what was written as JSON lines, as a
+// slog.JSONHandler writes them, and fails t at a line that is not JSON.
+func (b *Buffer) JSONLines(t testing.TB) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
 }
