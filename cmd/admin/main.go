@@ -23,6 +23,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -100,6 +101,17 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, names
 func failf(stderr io.Writer, code int, name, format string, args ...any) int {
 	fmt.Fprintf(stderr, "%s: %s\n", name, fmt.Sprintf(format, args...))
 	return code
+}
+
+// printJSON writes v to stdout as indented JSON and returns 0, or names
+// the error on stderr and returns 1.
+func printJSON(stdout, stderr io.Writer, name string, v any) int {
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return failf(stderr, 1, name, "%v", err)
+	}
+	return 0
 }
 
 // selectionCode is the exit status for an error of package policies'

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -70,12 +69,7 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return failf(stderr, 1, name, "%v", err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(sets); err != nil {
-			return failf(stderr, 1, name, "%v", err)
-		}
-		return 0
+		return printJSON(stdout, stderr, name, sets)
 	}
 	if len(sets) == 0 {
 		fmt.Fprintln(stdout, "no queues in Redis")

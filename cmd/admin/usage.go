@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -44,12 +43,7 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if usage == nil {
 			usage = []policies.RuleUsage{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(usage); err != nil {
-			return failf(stderr, 1, name, "%v", err)
-		}
-		return 0
+		return printJSON(stdout, stderr, name, usage)
 	}
 	if len(usage) == 0 {
 		fmt.Fprintf(stdout, "%s has no rules: every task type runs unthrottled\n", p.Source())
