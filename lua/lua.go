@@ -37,3 +37,17 @@ func AllowSource() string { return allowScript }
 // local functions counter_check and counter_record and nothing global. Tests
 // put it in front of a driver of their own to call the functions directly.
 func CountersSource() string { return countersSource }
+
+//go:embed fair.lua
+var fairSource string
+
+// fairScript is the text Fair runs: counters.lua, then fair.lua.
+var fairScript = countersSource + "\n" + fairSource
+
+// Fair runs the fair lines of waiting tasks and their grants: see fair.lua
+// for its KEYS, ARGV and reply, and docs/FAIRNESS.md for the design.
+var Fair = redis.NewScript(fairScript)
+
+// FairSource returns the text of the script Fair runs, for tests that build
+// variants of it, such as one whose clock is fixed.
+func FairSource() string { return fairScript }

@@ -111,48 +111,17 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 	fail := func(err error) (MultiDecision, []int64, error) {
 		return MultiDecision{}, nil, fmt.Errorf("throttle: %s %s: %w", op, describe(checks), err)
 	}
-	if len(checks) == 0 {
-		return fail(fmt.Errorf("%w: no checks", ErrInvalidKey))
+	keys, _, err := l.resolve(checks)
+	if err != nil {
+		return fail(err)
 	}
-
 	n := len(checks)
-	keys := make([]string, n)
 	args := make([]any, 3, 3+4*n)
 	args[0], args[1], args[2] = mode, id, 0
 	if mode == modeLine {
 		args[2] = l.lineTolerance.Microseconds()
 	}
-	// failCheck names the check at fault when the call has several; the
-	// message of a single-check call already names its key.
-	failCheck := func(c Check, err error) (MultiDecision, []int64, error) {
-		if n > 1 {
-			err = fmt.Errorf("key %s: %w", Quote(c.Key), err)
-		}
-		return fail(err)
-	}
-	var group string
-	for i, c := range checks {
-		rk, err := l.redisKey(c.Key)
-		if err != nil {
-			return failCheck(c, err)
-		}
-		if err := c.Policy.Validate(); err != nil {
-			return failCheck(c, err)
-		}
-		if c.Cost < 1 || c.Cost > c.Policy.Limit {
-			return failCheck(c, fmt.Errorf("%w: cost %d is not 1 to the limit %d", ErrInvalidCost, c.Cost, c.Policy.Limit))
-		}
-		if i == 0 {
-			group = rk.group
-		} else if rk.group != group {
-			return fail(fmt.Errorf("%w: key %s is in group %s, key %s in %s", ErrMixedGroups,
-				Quote(checks[0].Key), Quote(l.group(checks[0].Key)), Quote(c.Key), Quote(l.group(c.Key))))
-		}
-		key := rk.forAlgorithm(c.Policy.Algorithm)
-		if slices.Contains(keys[:i], key) {
-			return fail(fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, Quote(c.Key)))
-		}
-		keys[i] = key
+	for _, c := range checks {
 		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, c.Policy.Algorithm.String())
 	}
 
@@ -171,6 +140,47 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 		places = reply[4+4*n:]
 	}
 	return readReply(reply[:4+4*n], checks), places, nil
+}
+
+// resolve validates checks, which must be at least one, and returns the
+// Redis key of each and their group's encoded name (the hash tag). An error
+// names the check at fault when there are several.
+func (l *Limiter) resolve(checks []Check) (keys []string, group string, err error) {
+	n := len(checks)
+	if n == 0 {
+		return nil, "", fmt.Errorf("%w: no checks", ErrInvalidKey)
+	}
+	failCheck := func(c Check, err error) ([]string, string, error) {
+		if n > 1 {
+			err = fmt.Errorf("key %s: %w", Quote(c.Key), err)
+		}
+		return nil, "", err
+	}
+	keys = make([]string, n)
+	for i, c := range checks {
+		rk, err := l.redisKey(c.Key)
+		if err != nil {
+			return failCheck(c, err)
+		}
+		if err := c.Policy.Validate(); err != nil {
+			return failCheck(c, err)
+		}
+		if c.Cost < 1 || c.Cost > c.Policy.Limit {
+			return failCheck(c, fmt.Errorf("%w: cost %d is not 1 to the limit %d", ErrInvalidCost, c.Cost, c.Policy.Limit))
+		}
+		if i == 0 {
+			group = rk.group
+		} else if rk.group != group {
+			return nil, "", fmt.Errorf("%w: key %s is in group %s, key %s in %s", ErrMixedGroups,
+				Quote(checks[0].Key), Quote(l.group(checks[0].Key)), Quote(c.Key), Quote(l.group(c.Key)))
+		}
+		key := rk.forAlgorithm(c.Policy.Algorithm)
+		if slices.Contains(keys[:i], key) {
+			return nil, "", fmt.Errorf("%w: key %s is given twice", ErrDuplicateKey, Quote(c.Key))
+		}
+		keys[i] = key
+	}
+	return keys, group, nil
 }
 
 // eval runs the decision script, through the batcher when the Limiter has

@@ -1,0 +1,572 @@
+--[[
+fair.lua: fair lines of waiting tasks, and the grants of slots to them
+(docs/FAIRNESS.md).
+
+A flow is the waiting tasks of one class (a task type), one priority level
+(1, most urgent, to 5) and one tenant, first in first out. Flows compete for
+the shared rules of their class by start-time fair queueing: the ready flow
+with the smallest start tag S whose head task fits every rule is given the
+next slot; its finish tag becomes S + 1/weight, the start of its next task.
+A slot is given as a grant: a place at time p in every sliding log of the
+task's rules, p at most `lead` after now. Places keep allow.lua's invariant
+(no span of one window holds more than the limit): a member is added only
+when the members scored after p - window, places included, leave room.
+
+Every key is <base>q...: <base> is the limiter's prefix and hash tag
+("sluice:{limits}"), so this script shares a slot with the windows it
+writes, and 'q' after the tag is a kind of key no window uses.
+  <base>q:<c>          hash   per level l: v<l> virtual time, r<l> credit
+  <base>qr:<c>:<l>     zset   ready flows (tenant) by start tag
+  <base>qb:<c>         zset   blocked flows ("<l>:<tenant>") by end of block
+  <base>ql:<c>:<l>:<t> list   the flow's waiting tasks: "<#queue>:<queue><id>"
+  <base>qf:<c>:<l>:<t> hash   f: finish tag, w: weight, r: rules (JSON)
+  <base>qt             hash   task id -> JSON {s = 'W' waiting | 'G' granted,
+                              c, l, t, q, p (place), S (start tag)}
+  <base>qg             zset   granted task ids by place
+  <base>qw             zset   classes with waiting flows, by when to look
+
+A rule is {k = Redis key, l = limit, w = window us, c = cost, a = algorithm,
+s = shared (1) or the tenant's own (0)}. Counter rules (not 'sliding-log')
+reserve nothing: they are checked now and recorded when the grant is given.
+
+KEYS[1]   any key of the hash tag, for routing: <base>qw
+ARGV[1]   'arrive', 'dispatch' or 'drop'
+ARGV[2]   base
+ARGV[3]   lead, us: how far ahead a parked task may be given a place, at
+          least (a class learns a longer one from late deliveries)
+ARGV[4]   tolerance, us: how late after its place a granted task may come
+ARGV[5]   most grants per class in one call
+ARGV[6]   reserve: the share of grants, in percent, owed to each waiting
+          level less urgent than the one served
+arrive only: a task at a worker
+ARGV[7]   class      ARGV[8]  level      ARGV[9]  tenant
+ARGV[10]  weight     ARGV[11] queue      ARGV[12] task id
+ARGV[13]  rules, JSON array of rules as above
+drop only: a task that no longer exists
+ARGV[7]   task id
+
+Reply: {outcome, wait, wake, q1, id1, q2, id2, ...}
+  outcome  arrive: 1 admitted now; 2 given a place `wait` us from now (the
+           worker waits, then sends: the place is recorded); 3 parked
+           (wait 0). dispatch and drop: 0
+  wake     us from now until the next call may give a grant; -1: nothing
+           waits
+  qi, idi  tasks given a grant that wait parked in asynq: the caller moves
+           each to the front of its queue
+]]
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local mode, base = ARGV[1], ARGV[2]
+local minLead, tolerance = tonumber(ARGV[3]), tonumber(ARGV[4])
+local most, reserve = tonumber(ARGV[5]), tonumber(ARGV[6])
+local levels = 5
+local scan = 16 -- flows of a level looked at in one pick
+local kwake, ktasks, kgrants = base .. 'qw', base .. 'qt', base .. 'qg'
+
+local function num(x) return string.format('%d', x) end
+local function tag(x) return string.format('%.17g', x) end
+local function kclass(c) return base .. 'q:' .. c end
+local function kready(c, l) return base .. 'qr:' .. c .. ':' .. l end
+local function kblocked(c) return base .. 'qb:' .. c end
+local function kline(c, l, tn) return base .. 'ql:' .. c .. ':' .. l .. ':' .. tn end
+local function kflow(c, l, tn) return base .. 'qf:' .. c .. ':' .. l .. ':' .. tn end
+
+-- A line holds entries "<length of the queue>:<queue><task id>".
+local function entry(q, id) return #q .. ':' .. q .. id end
+local function unentry(e)
+  local n, rest = string.match(e, '^(%d+):(.*)$')
+  n = tonumber(n)
+  return {q = string.sub(rest, 1, n), id = string.sub(rest, n + 1)}
+end
+
+local countersReady = false
+local function counters()
+  if not countersReady then
+    define_counters()
+    countersReady = true
+  end
+end
+
+local pruned = {}
+-- free returns the earliest time at or after `at` at which rule r has room
+-- for its cost, counting every member (places included). A counter rule is
+-- asked now: room now counts as room at `at`.
+local function free(r, at)
+  if r.a == 'sliding-log' then
+    if not pruned[r.k] then
+      redis.call('ZREMRANGEBYSCORE', r.k, '-inf', now - r.w)
+      pruned[r.k] = true
+    end
+    local over = redis.call('ZCOUNT', r.k, '(' .. num(at - r.w), '+inf') + r.c - r.l
+    if over <= 0 then
+      return at
+    end
+    local m = redis.call('ZRANGE', r.k, '(' .. num(at - r.w), '+inf', 'BYSCORE', 'LIMIT', over - 1, 1, 'WITHSCORES')
+    return math.max(at, tonumber(m[2]) + r.w)
+  end
+  counters()
+  local allowed, _, retry = counter_check(r.a, r.k, r.l, r.w, r.c, now)
+  if allowed == 1 then
+    return at
+  end
+  return math.max(at, now + retry)
+end
+
+-- expire makes log key k live until its member at p has left the window.
+local function expire(k, w, p)
+  local need = math.floor((p + w - now) / 1000) + 1
+  if redis.call('PTTL', k) < need then
+    redis.call('PEXPIRE', k, need)
+  end
+end
+
+-- record writes task id's units into every rule at p: as a place ('@id#j',
+-- which a worker of the previous release also reads as its place) or, when
+-- `taken`, as an admission of that task ('<p>-c<id>#j').
+local function record(rules, id, p, taken)
+  for _, r in ipairs(rules) do
+    if r.a == 'sliding-log' then
+      local args = {}
+      for j = 1, r.c do
+        args[2 * j - 1] = p
+        if taken then
+          args[2 * j] = num(p) .. '-c' .. id .. '#' .. j
+        else
+          args[2 * j] = '@' .. id .. '#' .. j
+        end
+      end
+      redis.call('ZADD', r.k, unpack(args))
+      expire(r.k, r.w, p)
+    else
+      counters()
+      local _, _, _, _, state = counter_check(r.a, r.k, r.l, r.w, r.c, now)
+      counter_record(r.a, r.k, r.l, r.w, r.c, now, state)
+    end
+  end
+end
+
+-- unplace removes task id's places from the log rules, or, given `claim`
+-- (its place), turns them into its admission at that time. It reports
+-- whether some log rule had lost them.
+local function unplace(rules, id, claim)
+  local lost = false
+  for _, r in ipairs(rules) do
+    if r.a == 'sliding-log' then
+      for j = 1, r.c do
+        if redis.call('ZREM', r.k, '@' .. id .. '#' .. j) == 0 then
+          lost = true
+        elseif claim then
+          redis.call('ZADD', r.k, claim, num(claim) .. '-c' .. id .. '#' .. j)
+        end
+      end
+    end
+  end
+  return lost
+end
+
+-- Flows, read once a call.
+local flows = {}
+local function flow(c, l, tn)
+  local k = kflow(c, l, tn)
+  local f = flows[k]
+  if not f then
+    local h = redis.call('HMGET', k, 'f', 'w', 'r')
+    f = {c = c, l = l, tn = tn, key = k, f = tonumber(h[1]) or 0, w = tonumber(h[2]) or 1,
+      rules = h[3] and cjson.decode(h[3]) or {}}
+    flows[k] = f
+  end
+  return f
+end
+
+local function vtime(c, l)
+  return tonumber(redis.call('HGET', kclass(c), 'v' .. l)) or 0
+end
+
+-- The lead of a class: how far ahead of now a parked task of it is given
+-- its place. It starts at ARGV[3] and learns from the claims: it rises at
+-- once to 50 ms more than the slowest delivery seen (a granted task's time
+-- from its grant to its worker), and falls back by a sixteenth of the gap
+-- at each claim, never below ARGV[3], never above 5 s.
+local leads = {}
+local function leadOf(c)
+  if not leads[c] then
+    leads[c] = math.max(minLead, tonumber(redis.call('HGET', kclass(c), 'lead')) or minLead)
+  end
+  return leads[c]
+end
+
+local function learn(c, delivery)
+  local want, lead = math.min(5000000, math.max(minLead, delivery + 50000)), leadOf(c)
+  if want > lead then
+    lead = want
+  else
+    lead = lead - math.floor((lead - want) / 16)
+  end
+  leads[c] = lead
+  redis.call('HSET', kclass(c), 'lead', num(lead))
+end
+
+-- ready puts flow f among the ready ones of its level with start tag s.
+local function ready(f, s)
+  redis.call('ZADD', kready(f.c, f.l), tag(s), f.tn)
+end
+
+-- waiting makes flow f, which has a task in line, ready if it is neither
+-- ready nor blocked: a flow that starts waiting again starts at
+-- max(F, V), so time spent idle earns no credit.
+local function waiting(f)
+  if redis.call('ZSCORE', kready(f.c, f.l), f.tn) or redis.call('ZSCORE', kblocked(f.c), f.l .. ':' .. f.tn) then
+    return
+  end
+  ready(f, math.max(f.f, vtime(f.c, f.l)))
+  redis.call('ZADD', kwake, now, f.c)
+end
+
+-- takeBack undoes task id's grant g, which its task never claimed: its
+-- places go, it returns to the head of its flow, and the flow's finish tag
+-- goes back by the one grant.
+local function takeBack(id, g)
+  local f = flow(g.c, g.l, g.t)
+  unplace(f.rules, id)
+  redis.call('ZREM', kgrants, id)
+  -- It keeps the time of its first grant, from which its delivery is timed.
+  redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = g.c, l = g.l, t = g.t, q = g.q, g = g.g}))
+  redis.call('LPUSH', kline(g.c, g.l, g.t), entry(g.q, id))
+  f.f = math.max(0, f.f - 1 / f.w)
+  redis.call('HSET', f.key, 'f', tag(f.f))
+  redis.call('ZREM', kready(f.c, f.l), f.tn)
+  redis.call('ZREM', kblocked(f.c), f.l .. ':' .. f.tn)
+  ready(f, math.max(tonumber(g.S), f.f))
+  redis.call('ZADD', kwake, now, f.c)
+end
+
+-- reap takes back the grants whose place passed more than the tolerance ago.
+local function reap()
+  local late = redis.call('ZRANGE', kgrants, '-inf', num(now - tolerance - 1), 'BYSCORE', 'LIMIT', 0, most)
+  for _, id in ipairs(late) do
+    local raw = redis.call('HGET', ktasks, id)
+    if raw then
+      -- Not delivered within the lead: the class needs a longer one.
+      local g = cjson.decode(raw)
+      learn(g.c, now - (tonumber(g.g) or now))
+      takeBack(id, g)
+    else
+      redis.call('ZREM', kgrants, id)
+    end
+  end
+end
+
+-- unblock returns class c's flows whose block has ended to the ready ones.
+local function unblock(c)
+  local due = redis.call('ZRANGE', kblocked(c), '-inf', num(now), 'BYSCORE')
+  for _, m in ipairs(due) do
+    redis.call('ZREM', kblocked(c), m)
+    local l, tn = string.match(m, '^(%d):(.*)$')
+    local f = flow(c, tonumber(l), tn)
+    ready(f, math.max(f.f, vtime(c, f.l)))
+  end
+end
+
+-- earliest returns the earliest time at or after `at` at which every rule
+-- of f fits: of its own rules, and of its shared ones. With `paced`, a
+-- shared rule also keeps a slot interval (window / limit, the shortest of
+-- the shared rules') after its newest member: a backlog is given slots at
+-- the rules' rate, spread out, not in bursts, so that the next slot is
+-- never more than a slot interval away for a flow that starts waiting.
+local function earliest(f, at, paced)
+  local own, shared, pace, newest = at, at, nil, nil
+  for _, r in ipairs(f.rules) do
+    local x = free(r, at)
+    if r.s == 1 then
+      shared = math.max(shared, x)
+      if paced and r.a == 'sliding-log' then
+        local slot = math.floor(r.w / r.l)
+        if not pace or slot < pace then
+          local m = redis.call('ZRANGE', r.k, -1, -1, 'WITHSCORES')
+          pace, newest = slot, m[2] and tonumber(m[2])
+        end
+      end
+    else
+      own = math.max(own, x)
+    end
+  end
+  if newest then
+    shared = math.max(shared, newest + pace)
+  end
+  return own, shared
+end
+
+-- order returns the levels of class c with ready flows in the order they
+-- are served (a level owed a grant by its reserve first, then the most
+-- urgent), the ready levels, and the credits.
+local function order(c)
+  local owed, rest, credit = {}, {}, {}
+  local h = redis.call('HGETALL', kclass(c))
+  for i = 1, #h, 2 do
+    credit[h[i]] = tonumber(h[i + 1])
+  end
+  for l = 1, levels do
+    if redis.call('EXISTS', kready(c, l)) == 1 then
+      if reserve > 0 and (credit['r' .. l] or 0) >= 100 - reserve then
+        owed[#owed + 1] = l
+      end
+      rest[#rest + 1] = l
+    end
+  end
+  local all = {}
+  for _, l in ipairs(owed) do
+    all[#all + 1] = l
+  end
+  for _, l in ipairs(rest) do
+    all[#all + 1] = l
+  end
+  return all, rest, credit
+end
+
+-- served updates the credits of class c after a grant to level l, in
+-- hundredths of a grant: each ready level less urgent than l earns the
+-- reserve, and a level that has 100 - reserve (one grant in every
+-- 100 / reserve) is served first, and spends it.
+local function served(c, l, readyLevels, credit)
+  for _, m in ipairs(readyLevels) do
+    local k = 'r' .. m
+    if m > l then
+      credit[k] = math.min(100 - reserve, (credit[k] or 0) + reserve)
+      redis.call('HSET', kclass(c), k, credit[k])
+    elseif m == l and (credit[k] or 0) >= 100 - reserve then
+      credit[k] = credit[k] - (100 - reserve)
+      redis.call('HSET', kclass(c), k, credit[k])
+    end
+  end
+end
+
+-- grant gives the head task of flow f (start tag s) a place at p and moves
+-- f's tags. It returns the task's queue and id, and whether it is `here`,
+-- the task at the calling worker: its units are then recorded as admitted.
+local function grant(f, s, p, here)
+  local e = unentry(redis.call('LPOP', kline(f.c, f.l, f.tn)))
+  local taken = e.id == here
+  record(f.rules, e.id, p, taken)
+  if taken then
+    redis.call('HDEL', ktasks, e.id)
+  else
+    -- Times go as text: cjson keeps 14 digits of a number. g is the time
+    -- of the task's first grant, kept when a grant is given again.
+    local before = redis.call('HGET', ktasks, e.id)
+    local first = before and cjson.decode(before).g or num(now)
+    redis.call('HSET', ktasks, e.id, cjson.encode({s = 'G', c = f.c, l = f.l, t = f.tn, q = e.q, p = num(p), S = tag(s), g = first}))
+    redis.call('ZADD', kgrants, p, e.id)
+  end
+  redis.call('HSET', kclass(f.c), 'v' .. f.l, tag(s))
+  f.f = s + 1 / f.w
+  redis.call('HSET', f.key, 'f', tag(f.f))
+  if redis.call('LLEN', kline(f.c, f.l, f.tn)) > 0 then
+    ready(f, f.f)
+  else
+    redis.call('ZREM', kready(f.c, f.l), f.tn)
+  end
+  return e.q, e.id, taken
+end
+
+-- pick returns the flow of class c to serve next, its start tag and the
+-- place it would get; or nil and whether the shared rules are full (and
+-- until when), and whether flows were blocked or dropped on the way.
+local function pick(c, levelsInOrder, here)
+  local lead = leadOf(c)
+  local horizon = now + lead
+  local changed = false
+  for _, l in ipairs(levelsInOrder) do
+    local rf = redis.call('ZRANGE', kready(c, l), 0, scan - 1, 'WITHSCORES')
+    for i = 1, #rf, 2 do
+      local f = flow(c, l, rf[i])
+      local head = redis.call('LINDEX', kline(c, l, f.tn), 0)
+      if not head then
+        redis.call('ZREM', kready(c, l), f.tn)
+        changed = true
+      else
+        local at = horizon
+        if unentry(head).id == here then
+          at = now -- at a worker already: it needs no time to arrive
+        end
+        local own, shared = earliest(f, at, true)
+        if shared > horizon then
+          -- The class's shared rules are full until then, for every flow.
+          return nil, shared, changed
+        elseif own > horizon then
+          redis.call('ZREM', kready(c, l), f.tn)
+          redis.call('ZADD', kblocked(c), num(own - lead), l .. ':' .. f.tn)
+          changed = true
+        else
+          return {f = f, s = tonumber(rf[i + 1]), p = math.max(own, shared)}
+        end
+      end
+    end
+  end
+  return nil, nil, changed
+end
+
+-- step gives class c's slots up to now + lead to its ready flows, fairly,
+-- at most `most` of them, and appends the grants of parked tasks to out.
+-- `here` is the id of a task at the calling worker, which may be given a
+-- place from now on. It returns the place of `here` (false when it got
+-- none).
+local function step(c, out, here)
+  unblock(c)
+  local lead = leadOf(c)
+  local given, mine, wake, passes = 0, false, nil, 0
+  while given < most and passes < 8 do
+    local all, rest, credit = order(c)
+    local chosen, full, changed = pick(c, all, here)
+    if chosen then
+      local q, id, taken = grant(chosen.f, chosen.s, chosen.p, here)
+      served(c, chosen.f.l, rest, credit)
+      given = given + 1
+      if taken then
+        mine = chosen.p
+      else
+        out[#out + 1] = q
+        out[#out + 1] = id
+      end
+    elseif full then
+      wake = full - lead
+      break
+    elseif changed then
+      passes = passes + 1 -- flows were blocked or dropped: look again
+    else
+      break
+    end
+  end
+  if given >= most then
+    wake = now
+  end
+  local b = redis.call('ZRANGE', kblocked(c), 0, 0, 'WITHSCORES')
+  local any = b[2] ~= nil
+  if any then
+    wake = math.min(wake or math.huge, tonumber(b[2]))
+  end
+  for l = 1, levels do
+    if any then
+      break
+    end
+    any = redis.call('EXISTS', kready(c, l)) == 1
+  end
+  if not any then
+    redis.call('ZREM', kwake, c)
+  else
+    redis.call('ZADD', kwake, num(math.max(now, wake or (now + lead))), c)
+  end
+  return mine
+end
+
+-- nextWake returns the microseconds from now until some class or grant
+-- needs a call, or -1 when nothing waits.
+local function nextWake()
+  local w = redis.call('ZRANGE', kwake, 0, 0, 'WITHSCORES')
+  local g = redis.call('ZRANGE', kgrants, 0, 0, 'WITHSCORES')
+  local at = nil
+  if w[2] then
+    at = tonumber(w[2])
+  end
+  if g[2] then
+    at = math.min(at or math.huge, tonumber(g[2]) + tolerance + 1)
+  end
+  if not at then
+    return -1
+  end
+  return math.max(0, at - now)
+end
+
+local out = {}
+local function reply(outcome, wait)
+  local r = {outcome, wait, nextWake()}
+  for _, v in ipairs(out) do
+    r[#r + 1] = v
+  end
+  return r
+end
+
+reap()
+
+if mode == 'dispatch' then
+  local due = redis.call('ZRANGE', kwake, '-inf', num(now), 'BYSCORE', 'LIMIT', 0, 8)
+  for _, c in ipairs(due) do
+    step(c, out)
+  end
+  return reply(0, 0)
+end
+
+if mode == 'drop' then
+  -- A task that no longer exists (deleted from its queue) leaves its line;
+  -- an unclaimed grant's places go with it.
+  local id = ARGV[7]
+  local raw = redis.call('HGET', ktasks, id)
+  if raw then
+    local task = cjson.decode(raw)
+    if task.s == 'G' then
+      unplace(flow(task.c, task.l, task.t).rules, id)
+      redis.call('ZREM', kgrants, id)
+    else
+      redis.call('LREM', kline(task.c, task.l, task.t), 1, entry(task.q, id))
+    end
+    redis.call('HDEL', ktasks, id)
+  end
+  return reply(0, 0)
+end
+
+-- arrive
+local c, l, tn = ARGV[7], tonumber(ARGV[8]), ARGV[9]
+local weight, queue, id = tonumber(ARGV[10]), ARGV[11], ARGV[12]
+local f = flow(c, l, tn)
+f.w, f.rules = weight, cjson.decode(ARGV[13])
+redis.call('HSET', f.key, 'w', tag(weight), 'r', ARGV[13], 'f', tag(f.f))
+
+local raw = redis.call('HGET', ktasks, id)
+local task = raw and cjson.decode(raw)
+if task and task.s == 'G' then
+  -- A granted task claims its grant: back in time, its places become its
+  -- admission; late, it is placed again from the head of its flow.
+  local g = flow(task.c, task.l, task.t)
+  task.p = tonumber(task.p)
+  learn(task.c, now - (tonumber(task.g) or now))
+  if now <= task.p + tolerance and not unplace(g.rules, id, task.p) then
+    redis.call('HDEL', ktasks, id)
+    redis.call('ZREM', kgrants, id)
+    return reply(2, math.max(0, task.p - now))
+  end
+  if now <= task.p + tolerance then
+    -- A window had lost a place (a reset): the places left became an
+    -- admission, which stands, and the task is placed again.
+    redis.call('ZREM', kgrants, id)
+    redis.call('LPUSH', kline(task.c, task.l, task.t), entry(task.q, id))
+    redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = task.c, l = task.l, t = task.t, q = task.q}))
+    waiting(g)
+  else
+    takeBack(id, task)
+  end
+elseif not task then
+  -- A new arrival. Nothing waits in its class and it fits now: admitted.
+  if not redis.call('ZSCORE', kwake, c) then
+    local own, shared = earliest(f, now)
+    if own == now and shared == now then
+      record(f.rules, id, now, true)
+      return reply(1, 0)
+    end
+  end
+  redis.call('RPUSH', kline(c, l, tn), entry(queue, id))
+  redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = c, l = l, t = tn, q = queue}))
+  waiting(f)
+else
+  -- Back from the retry set while it waits (its park ended): it keeps its
+  -- turn in its flow.
+  waiting(flow(task.c, task.l, task.t))
+end
+
+local mine = step(c, out, id)
+if mine then
+  if mine == now then
+    return reply(1, 0)
+  end
+  return reply(2, mine - now)
+end
+return reply(3, 0)

@@ -1,0 +1,283 @@
+package throttle
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/lua"
+)
+
+// Lines are fair lines of waiting tasks in front of a Limiter's windows
+// (docs/FAIRNESS.md). A task that cannot be admitted at once waits in the
+// line of its flow (its class, priority and tenant); slots of the rules are
+// given to the flows by start-time fair queueing, weighted, the most urgent
+// priority first, and at most Lead ahead of now, as grants: places in every
+// sliding-log window of the task's rules. The lines live in Redis beside
+// the windows they serve, so any number of processes share them. Lines are
+// safe for concurrent use.
+type Lines struct {
+	l      *Limiter
+	cfg    LinesConfig
+	script *redis.Script
+}
+
+// Defaults of LinesConfig, each used for a zero field.
+const (
+	// DefaultLinesLead is LinesConfig.Lead's default: the fetch interval
+	// of an idle worker (100 ms) plus 50 ms.
+	DefaultLinesLead = 150 * time.Millisecond
+
+	// DefaultReserve is LinesConfig.Reserve's default, in percent.
+	DefaultReserve = 10
+
+	// MaxReserve is the largest LinesConfig.Reserve: a larger one is taken
+	// as this. At half, each less urgent level is served as often as the
+	// one above it.
+	MaxReserve = 50
+
+	// DefaultMaxGrants is LinesConfig.MaxGrants's default.
+	DefaultMaxGrants = 32
+
+	// DefaultPriority is a task's priority unless it has one: the middle of
+	// MostUrgent to LeastUrgent.
+	DefaultPriority = 3
+)
+
+// The priorities of a task, from the most urgent to the least.
+const (
+	MostUrgent  = 1
+	LeastUrgent = 5
+)
+
+// LinesConfig configures Lines. A zero field takes its default.
+type LinesConfig struct {
+	// Lead is how far ahead of now a task that waits parked (not at a
+	// worker) may be given its place: the time it takes to reach a worker.
+	Lead time.Duration
+
+	// Reserve is the share of grants, in percent (1 to MaxReserve), that each
+	// waiting priority less urgent than the one served is owed, so that no
+	// priority starves.
+	Reserve int
+
+	// MaxGrants is the most grants one call gives a class.
+	MaxGrants int
+}
+
+// Lines returns the fair lines in front of l's windows.
+func (l *Limiter) Lines(cfg LinesConfig) *Lines {
+	if cfg.Lead <= 0 {
+		cfg.Lead = DefaultLinesLead
+	}
+	if cfg.Reserve <= 0 {
+		cfg.Reserve = DefaultReserve
+	}
+	cfg.Reserve = min(cfg.Reserve, MaxReserve)
+	if cfg.MaxGrants <= 0 {
+		cfg.MaxGrants = DefaultMaxGrants
+	}
+	return &Lines{l: l, cfg: cfg, script: lua.Fair}
+}
+
+// LineCheck is a Check of a task in line, and whether its key is shared
+// by several tenants (a rule of scope global): the fair share is of the
+// shared keys.
+type LineCheck struct {
+	Check
+	Shared bool
+}
+
+// Arrival is a task at a worker, asking to be sent.
+type Arrival struct {
+	Class    string      // what competes for the same shared keys: the task type
+	Priority int         // MostUrgent to LeastUrgent; 0 is DefaultPriority
+	Tenant   string      // the flow within the class and priority
+	Weight   float64     // the tenant's share of shared keys; 0 is 1
+	Queue    string      // the asynq queue the task lives in
+	ID       string      // the task ID, unique within its queue
+	Checks   []LineCheck // the task's rules, in one group
+}
+
+// Outcome is what Arrive decided.
+type Outcome int
+
+// The outcomes of Arrive.
+const (
+	// Admitted: recorded now, send at once.
+	Admitted Outcome = iota + 1
+	// Placed: recorded at a place Wait from now; wait, then send.
+	Placed
+	// Parked: the task waits in its line; send it back to the queue's
+	// retry set until a grant moves it to the front of its queue.
+	Parked
+)
+
+// String names the outcome.
+func (o Outcome) String() string {
+	switch o {
+	case Admitted:
+		return "admitted"
+	case Placed:
+		return "placed"
+	case Parked:
+		return "parked"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Grant is a parked task given a place: move it to the front of its queue.
+type Grant struct {
+	Queue, ID string
+}
+
+// Turn is the reply of Arrive and Dispatch.
+type Turn struct {
+	Outcome Outcome       // Arrive only
+	Wait    time.Duration // Placed: the time until the place
+	// Wake is the time until a call of Dispatch may give a grant; negative
+	// when nothing waits.
+	Wake time.Duration
+	// Granted are parked tasks given a place by this call, to be moved to
+	// the front of their queues.
+	Granted []Grant
+}
+
+// lineRule is a rule as fair.lua reads it.
+type lineRule struct {
+	Key       string `json:"k"`
+	Limit     int    `json:"l"`
+	Window    int64  `json:"w"`
+	Cost      int    `json:"c"`
+	Algorithm string `json:"a"`
+	Shared    int    `json:"s"`
+}
+
+// Arrive asks for a task at a worker: it claims the task's grant, or admits
+// it at once when nothing waits and every key has room, or puts it in its
+// line and gives the slots due (to it or to others); see Turn.
+func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
+	fail := func(err error) (Turn, error) {
+		return Turn{}, fmt.Errorf("throttle: arrive %s in line: %w", a.ID, err)
+	}
+	if ls.l.err != nil {
+		return Turn{}, ls.l.err
+	}
+	if a.Priority == 0 {
+		a.Priority = DefaultPriority
+	}
+	if a.Weight == 0 {
+		a.Weight = 1
+	}
+	switch {
+	case a.ID == "" || a.Queue == "" || a.Tenant == "" || a.Class == "":
+		return fail(fmt.Errorf("%w: class, tenant, queue and task id are all needed", ErrInvalidKey))
+	case a.Priority < MostUrgent || a.Priority > LeastUrgent:
+		return fail(fmt.Errorf("%w: priority %d is not %d to %d", ErrInvalidPolicy, a.Priority, MostUrgent, LeastUrgent))
+	case !(a.Weight > 0) || math.IsInf(a.Weight, 0):
+		return fail(fmt.Errorf("%w: weight %v is not a positive number", ErrInvalidPolicy, a.Weight))
+	}
+	checks := make([]Check, len(a.Checks))
+	for i, c := range a.Checks {
+		checks[i] = c.Check
+	}
+	keys, group, err := ls.l.resolve(checks)
+	if err != nil {
+		return fail(err)
+	}
+	rules := make([]lineRule, len(a.Checks))
+	for i, c := range a.Checks {
+		rules[i] = lineRule{Key: keys[i], Limit: c.Policy.Limit, Window: c.Policy.Window.Microseconds(), Cost: c.Cost,
+			Algorithm: c.Policy.Algorithm.String(), Shared: b2i(c.Shared)}
+	}
+	enc, err := json.Marshal(rules)
+	if err != nil {
+		return fail(err)
+	}
+	args := append(ls.args("arrive", group), encodeKeyPart(a.Class), a.Priority, a.Tenant,
+		strconv.FormatFloat(a.Weight, 'g', -1, 64), a.Queue, a.ID, string(enc))
+	t, err := ls.run(ctx, group, args)
+	if err != nil {
+		return fail(err)
+	}
+	return t, nil
+}
+
+// Dispatch gives the slots due to parked tasks of every class of the
+// default group, fairly, and says when to call again.
+func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
+	if ls.l.err != nil {
+		return Turn{}, ls.l.err
+	}
+	group := encodeKeyPart(DefaultGroup)
+	t, err := ls.run(ctx, group, ls.args("dispatch", group))
+	if err != nil {
+		return Turn{}, fmt.Errorf("throttle: dispatch the lines: %w", err)
+	}
+	return t, nil
+}
+
+// Drop takes task id, which no longer exists (deleted from its queue), out
+// of its line; if it had a grant its task never claimed, the places go
+// with it. A task that is in no line is not an error.
+func (ls *Lines) Drop(ctx context.Context, id string) error {
+	if ls.l.err != nil {
+		return ls.l.err
+	}
+	group := encodeKeyPart(DefaultGroup)
+	if _, err := ls.run(ctx, group, append(ls.args("drop", group), id)); err != nil {
+		return fmt.Errorf("throttle: drop %s from the lines: %w", id, err)
+	}
+	return nil
+}
+
+// args returns fair.lua's common ARGV for mode over the lines of group.
+func (ls *Lines) args(mode, group string) []any {
+	return []any{mode, ls.base(group), ls.cfg.Lead.Microseconds(), ls.l.lineTolerance.Microseconds(),
+		ls.cfg.MaxGrants, ls.cfg.Reserve}
+}
+
+// base is the start of every key of the lines of group: the limiter's
+// prefix and hash tag.
+func (ls *Lines) base(group string) string { return ls.l.prefix + "{" + group + "}" }
+
+// run runs fair.lua and reads its reply.
+func (ls *Lines) run(ctx context.Context, group string, args []any) (Turn, error) {
+	reply, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, args...).Slice()
+	if err != nil {
+		return Turn{}, err
+	}
+	if len(reply) < 3 || len(reply)%2 == 0 {
+		return Turn{}, fmt.Errorf("fair lines script replied %d values", len(reply))
+	}
+	var n [3]int64
+	for i := range n {
+		v, ok := reply[i].(int64)
+		if !ok {
+			return Turn{}, fmt.Errorf("fair lines script replied %v at %d, not an integer", reply[i], i)
+		}
+		n[i] = v
+	}
+	t := Turn{Outcome: Outcome(n[0]), Wait: time.Duration(n[1]) * time.Microsecond, Wake: -1}
+	if n[2] >= 0 {
+		t.Wake = time.Duration(n[2]) * time.Microsecond
+	}
+	for i := 3; i+1 < len(reply); i += 2 {
+		q, _ := reply[i].(string)
+		id, _ := reply[i+1].(string)
+		t.Granted = append(t.Granted, Grant{Queue: q, ID: id})
+	}
+	return t, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
