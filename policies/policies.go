@@ -22,6 +22,9 @@ type Applied struct {
 	Rule   string
 	Check  throttle.Check
 	Shadow bool
+	// Shared reports a rule of ScopeGlobal, whose window all tenants
+	// share: the fair lines share it among them (docs/FAIRNESS.md).
+	Shared bool
 }
 
 // For returns the rules that apply to a task of type taskType for tenant,
@@ -47,7 +50,7 @@ func (p *Policies) For(taskType, tenant string) []Applied {
 			}
 		}
 		pol.Window += r.MarginFor(pol)
-		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}, Shadow: r.Shadow}
+		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}, Shadow: r.Shadow, Shared: r.Scope == ScopeGlobal}
 	}
 	return out
 }

@@ -468,7 +468,9 @@ func TestPoliciesFor(t *testing.T) {
 		return pol
 	}
 	applied := func(taskType, name, key string, pol throttle.Policy) policies.Applied {
-		return policies.Applied{Rule: name, Check: throttle.Check{Key: key, Policy: widened(taskType, name, pol), Cost: 1}}
+		// A global rule's key has no tenant: it is shared.
+		return policies.Applied{Rule: name, Check: throttle.Check{Key: key, Policy: widened(taskType, name, pol), Cost: 1},
+			Shared: strings.Count(key, "/") == 2}
 	}
 	cases := []struct {
 		name     string

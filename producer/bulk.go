@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // MaxBulkLine is the longest line of a bulk file that ReadBulk accepts, in
@@ -78,6 +80,10 @@ type BulkLine struct {
 	// math.MaxInt32-1. Nil means DefaultMaxRetry.
 	MaxRetry *int `json:"max_retry,omitempty"`
 
+	// Priority, when not nil, is the task's priority, as Priority(*Priority)
+	// given to NewSMSTask: 1 (most urgent) to 5. Nil means 3.
+	Priority *int `json:"priority,omitempty"`
+
 	// ProcessIn, when not empty, is how long after it is enqueued the task
 	// is due, as a Go duration that is not negative, such as "90s" or
 	// "1h30m" (asynq.ProcessIn).
@@ -113,6 +119,13 @@ func (l BulkLine) Task() (*asynq.Task, []asynq.Option, error) {
 			return nil, nil, fieldError("max_retry", strconv.Itoa(n), "is not from 0 to %d", maxBudget)
 		}
 		build = append(build, asynq.MaxRetry(n))
+	}
+	if l.Priority != nil {
+		if err := checkPriority(*l.Priority); err != nil {
+			return nil, nil, fieldError("priority", strconv.Itoa(*l.Priority), "is not from %d (most urgent) to %d (least urgent)",
+				throttle.MostUrgent, throttle.LeastUrgent)
+		}
+		build = append(build, Priority(*l.Priority))
 	}
 	var task *asynq.Task
 	var err error

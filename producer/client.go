@@ -105,6 +105,10 @@ func (c *Client) Enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Op
 		return nil, fmt.Errorf("producer: enqueue: %w", err)
 	}
 	for _, opt := range opts {
+		if _, ok := opt.(priorityOption); ok {
+			return nil, fmt.Errorf("producer: enqueue %s for tenant %q: %w: %v: give Priority to NewSMSTask or NewEmailTask, which record it in the %s header",
+				task.Type(), tenant, ErrInvalid, opt, HeaderPriority)
+		}
 		if opt != nil && opt.Type() == asynq.MaxRetryOpt {
 			return nil, fmt.Errorf("producer: enqueue %s for tenant %q: %w: %v: give MaxRetry to NewSMSTask or NewEmailTask, which record it in the %s header",
 				task.Type(), tenant, ErrInvalid, opt, HeaderMaxRetry)

@@ -40,7 +40,8 @@ const maxBudget = math.MaxInt32 - 1
 // (asynq.Queue, ProcessIn, TaskID, Unique, Timeout, ...), applied when the
 // task is enqueued; an asynq.MaxRetry(n) among them becomes the
 // HeaderMaxRetry budget n, and the task gets asynq.MaxRetry(n+1), as the
-// package documentation explains.
+// package documentation explains; a Priority(p) among them becomes the
+// HeaderPriority header.
 func NewSMSTask(tenant string, m SMS, opts ...asynq.Option) (*asynq.Task, error) {
 	return newTask(TypeSMS, tenant, m, opts)
 }
@@ -66,6 +67,10 @@ func newTask(typ, tenant string, m message, opts []asynq.Option) (*asynq.Task, e
 	if err != nil {
 		return nil, fmt.Errorf("producer: new %s task for tenant %q: %w", typ, tenant, err)
 	}
+	prio, opts, err := priority(opts)
+	if err != nil {
+		return nil, fmt.Errorf("producer: new %s task for tenant %q: %w", typ, tenant, err)
+	}
 	payload, err := encode(m)
 	if err != nil {
 		return nil, fmt.Errorf("producer: new %s task for tenant %q: encode payload: %w", typ, tenant, err)
@@ -76,6 +81,9 @@ func newTask(typ, tenant string, m message, opts []asynq.Option) (*asynq.Task, e
 	headers := map[string]string{
 		HeaderTenant:   tenant,
 		HeaderMaxRetry: strconv.Itoa(budget),
+	}
+	if prio != 0 {
+		headers[HeaderPriority] = strconv.Itoa(prio)
 	}
 	return asynq.NewTaskWithHeaders(typ, payload, headers, append(opts, asynq.MaxRetry(budget+1))...), nil
 }
@@ -135,6 +143,9 @@ func checkTask(task *asynq.Task) (tenant string, budget int, err error) {
 	budget, err = strconv.Atoi(s)
 	if err != nil || budget < 0 || budget > maxBudget || strconv.Itoa(budget) != s {
 		return "", 0, fieldError(HeaderMaxRetry, s, "is not a decimal number from 0 to %d", maxBudget)
+	}
+	if _, err := TaskPriority(task); err != nil {
+		return "", 0, err
 	}
 	return tenant, budget, nil
 }

@@ -28,7 +28,8 @@ Enqueues the tasks of FILE ("-" for standard input), one JSON object a line:
 type is sms or email; tenant, to and body are required, subject too for
 email, and from is optional. Optional for both: id (a task ID: a second task
 with the same ID in the queue is refused, so a file with IDs is safe to send
-again), queue (default --queue), max_retry (default 25), and process_in (a
+again), queue (default --queue), max_retry (default 25), priority (1, the
+most urgent, to 5; default 3), and process_in (a
 duration such as "90s") or process_at (RFC 3339). Blank lines are skipped,
 CRLF line endings accepted, unknown fields refused; a line holds at most
 1 MiB, and a task's payload (its JSON as stored) at most 512 KiB.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 const synopsis = `
@@ -98,6 +99,8 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	count := fs.Int("count", 1, "how many distinct tasks")
 	id := fs.String("id", "", "task ID, for idempotent enqueue")
 	maxRetry := fs.Int("max-retry", producer.DefaultMaxRetry, "retries after real failures (throttling never spends them)")
+	priority := fs.Int("priority", throttle.DefaultPriority,
+		"1 (most urgent) to 5: among tasks waiting for a shared limit, the more urgent goes first; each less urgent priority keeps a share")
 	if code, ok := parseFlags(fs, args, synopsis, stdout, stderr); !ok {
 		return code
 	}
@@ -114,7 +117,7 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	tasks := make([]*asynq.Task, *count)
 	for i := range tasks {
 		var err error
-		opts := []asynq.Option{asynq.MaxRetry(*maxRetry)}
+		opts := []asynq.Option{asynq.MaxRetry(*maxRetry), producer.Priority(*priority)}
 		if kind == "sms" {
 			tasks[i], err = producer.NewSMSTask(*tenant, producer.SMS{To: *to, Body: *body}, opts...)
 		} else {
