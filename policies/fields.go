@@ -17,7 +17,7 @@ import (
 // The fields that each level of a policies file takes, in the order the
 // documentation gives them.
 var (
-	fileFields     = []string{"margin", "extra_task_types", "tasks"}
+	fileFields     = []string{"margin", "extra_task_types", "weights", "tasks"}
 	ruleFields     = []string{"name", "scope", "limit", "window", "margin", "algorithm", "mode", "tenants"}
 	overrideFields = []string{"limit", "window"}
 )

@@ -29,6 +29,7 @@ type (
 	policiesFile struct {
 		Margin         *string                `yaml:"margin"`
 		ExtraTaskTypes []string               `yaml:"extra_task_types"`
+		Weights        map[string]float64     `yaml:"weights"`
 		Tasks          *map[string][]ruleFile `yaml:"tasks"`
 	}
 	ruleFile struct {
@@ -100,10 +101,8 @@ func Parse(source string, data []byte, opts ...Option) (*Policies, error) {
 		}
 		return fail("%s", oneLine(err.Error()))
 	}
-	for _, t := range f.ExtraTaskTypes {
-		if !taskTypeRE.MatchString(t) {
-			return fail("extra_task_types: %q: use letters, digits and : . _ -", t)
-		}
+	if err := checkExtraTaskTypes(f.ExtraTaskTypes); err != nil {
+		return fail("%v", err)
 	}
 	var margin *time.Duration // the file's, when it sets one
 	if f.Margin != nil {
@@ -118,7 +117,11 @@ func Parse(source string, data []byte, opts ...Option) (*Policies, error) {
 		// "throttle nothing" takes an explicit empty map.
 		return fail("no tasks: list the rules of each task type under tasks:, or write tasks: {} to throttle nothing")
 	}
-	p := &Policies{source: source, tasks: map[string][]Rule{}}
+	weights, err := parseWeights(f.Weights)
+	if err != nil {
+		return fail("weights: %v", err)
+	}
+	p := &Policies{source: source, tasks: map[string][]Rule{}, weights: weights}
 	for _, taskType := range taskOrder(layout, *f.Tasks) {
 		rules := (*f.Tasks)[taskType]
 		if !taskTypeRE.MatchString(taskType) {
@@ -146,6 +149,16 @@ func Parse(source string, data []byte, opts ...Option) (*Policies, error) {
 		}
 	}
 	return p, nil
+}
+
+// checkExtraTaskTypes checks the names of the file's extra_task_types.
+func checkExtraTaskTypes(types []string) error {
+	for _, t := range types {
+		if !taskTypeRE.MatchString(t) {
+			return fmt.Errorf("extra_task_types: %q: use letters, digits and : . _ -", t)
+		}
+	}
+	return nil
 }
 
 // taskOrder returns the task types of tasks in file order, then those

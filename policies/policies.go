@@ -12,8 +12,9 @@ import (
 // changed after it is built, so it is safe for concurrent use; a reload
 // builds a new one.
 type Policies struct {
-	source string
-	tasks  map[string][]Rule
+	source  string
+	tasks   map[string][]Rule
+	weights map[string]float64 // the file's weights:, by tenant
 }
 
 // Applied is one rule as it applies to a task: its name, the limiter
@@ -53,6 +54,16 @@ func (p *Policies) For(taskType, tenant string) []Applied {
 		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}, Shadow: r.Shadow, Shared: r.Scope == ScopeGlobal}
 	}
 	return out
+}
+
+// Weight returns tenant's share of the shared rules, relative to the other
+// tenants waiting for them (the file's weights:, DefaultWeight for a
+// tenant it does not list).
+func (p *Policies) Weight(tenant string) float64 {
+	if w, ok := p.weights[tenant]; ok {
+		return w
+	}
+	return DefaultWeight
 }
 
 // Rules returns the rules of taskType, in file order.

@@ -221,7 +221,7 @@ func TestParseRejects(t *testing.T) {
 		{"tasks is not a map", "tasks: 5\n", []string{"line 1", "cannot unmarshal"}},
 		{"rules are not a list", "tasks:\n  sms:send: {name: a}\n", []string{"line 2", "cannot unmarshal"}},
 		{"unknown top-level field", "task:\n  sms:send: []\n",
-			[]string{`line 1: unknown field "task" (did you mean tasks?); the file's fields are margin, extra_task_types, tasks`}},
+			[]string{`line 1: unknown field "task" (did you mean tasks?); the file's fields are margin, extra_task_types, weights, tasks`}},
 		{"unknown rule field", "tasks:\n  sms:send:\n    - name: a\n      scope: tenant\n      limt: 4\n      window: 1s\n",
 			[]string{`line 5: sms:send: rule 1 (a): unknown field "limt" (did you mean limit?); a rule's fields are name, scope, limit, window, margin, algorithm, mode, tenants`}},
 		{"unknown rule field, not a slip", rule("name: a, scope: tenant, limit: 1, window: 1s, burst: 3"),
@@ -1067,5 +1067,32 @@ tasks:
 	}
 	if got, want := p.Summary(), "email:send: daily 100000/24h0m0s gcra per tenant (1 override), provider 5000000/1h0m0s fixed-window global"; got != want {
 		t.Errorf("Summary() = %q, want %q", got, want)
+	}
+}
+
+// TestWeights: the file's weights give each tenant its share of the
+// shared rules; a tenant it does not list has DefaultWeight; a weight out
+// of range or a bad tenant id is refused, naming it.
+func TestWeights(t *testing.T) {
+	t.Parallel()
+	p, err := policies.Parse("policies.yaml", []byte("weights:\n  acme: 3\n  small: 0.5\ntasks: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tenant, want := range map[string]float64{"acme": 3, "small": 0.5, "globex": policies.DefaultWeight} {
+		if got := p.Weight(tenant); got != want {
+			t.Errorf("Weight(%q) = %v, want %v", tenant, got, want)
+		}
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"weights:\n  acme: 0\ntasks: {}\n", "weights: acme: 0 is not a number from 0.001 to 1000"},
+		{"weights:\n  acme: 5000\ntasks: {}\n", "weights: acme: 5000 is not a number from 0.001 to 1000"},
+		{"weights:\n  \"a b\": 2\ntasks: {}\n", `weights: tenant "a b"`},
+		{"weights:\n  acme: lots\ntasks: {}\n", "lots"},
+	} {
+		_, err := policies.Parse("policies.yaml", []byte(tc.file))
+		if !errors.Is(err, policies.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error containing %q", tc.file, err, tc.want)
+		}
 	}
 }

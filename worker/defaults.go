@@ -29,6 +29,12 @@ const (
 	// denied task waits in the worker for its place in line.
 	DefaultMaxHold = 2 * time.Second
 
+	// DefaultPark is ThrottleConfig.Park's default: long enough that a
+	// task waiting in a fair line comes back through a grant, not through
+	// asynq; a task that does come back by itself keeps its turn and
+	// parks again.
+	DefaultPark = 10 * time.Minute
+
 	// DefaultLimiterRetry is ThrottleConfig.LimiterRetry's default: how long
 	// a task waits when the limiter could not decide (fail-closed).
 	DefaultLimiterRetry = time.Second

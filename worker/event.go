@@ -30,6 +30,10 @@ type DecisionEvent struct {
 	// runs without a decision (FailOpen).
 	FailedOpen bool
 
+	// Outcome is what the fair lines decided (throttle.Admitted, Placed or
+	// Parked); 0 when the Throttle serves first come, first served.
+	Outcome throttle.Outcome
+
 	// Shadow holds the decisions of the task's rules in shadow mode, made
 	// once the task was admitted by the others (Rules, which never name a
 	// shadow rule). A task whose rules are all in shadow mode has an event

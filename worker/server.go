@@ -113,6 +113,9 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	sms, email := cfg.observeProviders()
 	tc := cfg.ThrottleConfig
 	tc.OnDecision = cfg.onDecision()
+	if tc.QueueRedis == nil {
+		tc.QueueRedis = rdb
+	}
 	t, err := NewThrottle(limiter, cfg.Policies, &tc)
 	if err != nil {
 		return nil, err
@@ -222,8 +225,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.srv.Start(s.handler); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
+	lines := make(chan struct{})
+	go func() { s.throttle.RunLines(ctx); close(lines) }()
 	<-ctx.Done()
 	s.throttle.Stop()
+	<-lines
 	s.srv.Shutdown()
 	return nil
 }

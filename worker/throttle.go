@@ -45,6 +45,8 @@ type Throttle struct {
 
 	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
 
+	fair *fairLines // nil: first come, first served
+
 	outage *throttle.Outage // logs the limiter going down and up, once each way
 
 	stopOnce sync.Once
@@ -104,6 +106,16 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 	// one second plus both intervals (and 50 ms) before the place, so that
 	// the task is in the worker before its place.
 	t.lead = max(0, min(t.maxHold, time.Second+interval+fetch+50*time.Millisecond))
+	if cfg.Fairness == FairnessOn && cfg.QueueRedis != nil {
+		park := cfg.Park
+		if park <= 0 {
+			park = DefaultPark
+		}
+		// A granted task reaches a worker within an idle worker's fetch
+		// interval: its place is given that much ahead, and 50 ms more.
+		lines := limiter.Lines(throttle.LinesConfig{Lead: fetch + 50*time.Millisecond})
+		t.fair = &fairLines{lines: lines, rdb: cfg.QueueRedis, park: park, logger: t.logger, nudge: make(chan struct{}, 1)}
+	}
 	return t, nil
 }
 
@@ -152,7 +164,12 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 			}
 		}
 		holdKey := t.holdKey(task.Type(), tenant)
-		if err := t.admit(ctx, holdKey, task.Type(), tenant, t.policies.Current().For(task.Type(), tenant)); err != nil {
+		rules := t.policies.Current().For(task.Type(), tenant)
+		admit := func() error { return t.admit(ctx, holdKey, task.Type(), tenant, rules) }
+		if t.fair != nil {
+			admit = func() error { return t.admitFair(ctx, task, holdKey, tenant, rules) }
+		}
+		if err := admit(); err != nil {
 			return err
 		}
 		err := runHandler(ctx, next, task)
@@ -231,25 +248,11 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 			e.Shadow = t.shadow(ctx, shadow)
 		}
 		t.decided(e, applied)
-		latency := e.Latency
-		if err == nil || ctx.Err() == nil {
-			t.outage.Observe(err, "latency", latency)
-		}
 		if err != nil {
-			t.logger.Debug("limiter did not decide", "task", id, "latency", latency, "err", err)
+			return t.undecided(ctx, id, e)
 		}
-		switch {
-		case err != nil && ctx.Err() != nil:
-			// Not the limiter's fault: never run a task without a decision
-			// because its own context ended (asynq may have requeued it).
-			return &provider.ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
-		case err != nil && t.mode == FailOpen:
-			t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)",
-				"task", id, "type", taskType, "tenant", tenant, "latency", latency, "err", err)
-			return nil
-		case err != nil:
-			return &provider.ThrottledError{RetryAfter: t.backoff, By: "limiter unavailable", Err: err}
-		case md.Allowed:
+		t.outage.Observe(nil, "latency", e.Latency)
+		if md.Allowed {
 			return nil
 		}
 		start := time.Now()
@@ -264,6 +267,27 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		}
 		return &provider.ThrottledError{RetryAfter: max(back, 0), By: "rule " + applied[md.Denied].Rule}
 	}
+}
+
+// undecided says what follows a limiter call that failed (e.Err): the
+// outage is noted, and the task runs (nil, fail-open) or comes back later.
+func (t *Throttle) undecided(ctx context.Context, id string, e DecisionEvent) error {
+	err := e.Err
+	if ctx.Err() == nil {
+		t.outage.Observe(err, "latency", e.Latency)
+	}
+	t.logger.Debug("limiter did not decide", "task", id, "latency", e.Latency, "err", err)
+	switch {
+	case ctx.Err() != nil:
+		// Not the limiter's fault: never run a task without a decision
+		// because its own context ended (asynq may have requeued it).
+		return &provider.ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
+	case t.mode == FailOpen:
+		t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)",
+			"task", id, "type", e.TaskType, "tenant", e.Tenant, "latency", e.Latency, "err", err)
+		return nil
+	}
+	return &provider.ThrottledError{RetryAfter: t.backoff, By: "limiter unavailable", Err: err}
 }
 
 // shadow asks the limiter for each rule in shadow mode, on its own and

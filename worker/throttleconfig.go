@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -38,8 +40,38 @@ const (
 	HoldTenant
 )
 
+// Fairness says how a Throttle serves waiting tasks.
+type Fairness int
+
+const (
+	// FairnessOn serves waiting tasks through fair lines
+	// (docs/FAIRNESS.md): each task type's shared rules are shared among
+	// the waiting tenants by weight, the most urgent priority first, and a
+	// tenant that starts waiting is served within a slot. It needs
+	// ThrottleConfig.QueueRedis. The default.
+	FairnessOn Fairness = iota
+	// FairnessOff serves them first come, first served: a denied task
+	// takes the next free place in line, after every place given before.
+	FairnessOff
+)
+
 // ThrottleConfig configures a Throttle. Zero fields take the defaults given.
 type ThrottleConfig struct {
+	// Fairness says how waiting tasks are served; FairnessOn, the default,
+	// takes effect only with QueueRedis.
+	Fairness Fairness
+
+	// QueueRedis is the Redis of the asynq queues (the server's client),
+	// which the fair lines move granted tasks in. Without it the Throttle
+	// serves first come, first served. Server sets it.
+	QueueRedis redis.UniversalClient
+
+	// Park is how long a task waiting in a fair line stays in asynq's retry
+	// set before asynq brings it back by itself, should no grant come
+	// first (its line lost in a failover, no worker running the lines);
+	// default DefaultPark.
+	Park time.Duration
+
 	// FailureMode says what to do when the limiter cannot decide; default
 	// FailClosed.
 	FailureMode FailureMode

@@ -1,0 +1,235 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/policies"
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// fairLines is the part of a Throttle that serves tasks through the fair
+// lines (docs/FAIRNESS.md): a task that cannot go at once waits in its
+// tenant's line, parked in asynq's retry set, and a task given a slot is
+// moved to the front of its queue.
+type fairLines struct {
+	lines  *throttle.Lines
+	rdb    redis.UniversalClient // the queues' Redis
+	park   time.Duration
+	logger *slog.Logger
+	nudge  chan struct{} // wakes the dispatch loop: a task was parked
+}
+
+// moveRetries is how many times a granted task still active (its worker
+// has not handed it back to asynq yet) is tried again, moveRetryDelay
+// apart, before its grant is left to be taken back.
+const (
+	moveRetries    = 5
+	moveRetryDelay = 10 * time.Millisecond
+)
+
+// move moves each granted task to the front of its queue. A task that no
+// longer exists leaves the lines; one still active is tried again shortly,
+// in the background.
+func (f *fairLines) move(ctx context.Context, grants []throttle.Grant) {
+	for _, g := range grants {
+		if f.moveOne(ctx, g) {
+			continue
+		}
+		go func() {
+			for range moveRetries {
+				time.Sleep(moveRetryDelay)
+				if f.moveOne(context.WithoutCancel(ctx), g) {
+					return
+				}
+			}
+			f.logger.Debug("a granted task stayed active; its grant will be taken back", "task", g.ID, "queue", g.Queue)
+		}()
+	}
+}
+
+// moveOne moves one granted task, and reports whether that is settled
+// (moved, already pending, gone, or an error logged); false means the task
+// is still active and may be tried again.
+func (f *fairLines) moveOne(ctx context.Context, g throttle.Grant) bool {
+	res, err := toFront(ctx, f.rdb, g.Queue, g.ID)
+	switch {
+	case err != nil:
+		f.logger.Debug("could not move a granted task to the front of its queue; its grant will be taken back",
+			"task", g.ID, "queue", g.Queue, "err", err)
+	case res == frontGone:
+		if err := f.lines.Drop(ctx, g.ID); err != nil {
+			f.logger.Debug("could not drop a deleted task from the lines", "task", g.ID, "err", err)
+		}
+	case res == frontAway:
+		return false
+	}
+	return true
+}
+
+// wake nudges the dispatch loop without waiting.
+func (f *fairLines) wake() {
+	select {
+	case f.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// lineIdle is the longest the dispatch loop sleeps when nothing waits:
+// other workers' tasks may start waiting meanwhile, and their own loops and
+// arrivals give their slots too.
+const lineIdle = time.Second
+
+// RunLines gives the slots of the fair lines to parked tasks, and moves
+// them to the front of their queues, until ctx ends or Stop is called. It
+// returns at once when the Throttle serves tasks first come, first served
+// (no ThrottleConfig.QueueRedis, or FairnessOff). Server.Run runs it; a
+// server of your own should run it in a goroutine beside asynq.
+func (t *Throttle) RunLines(ctx context.Context) {
+	f := t.fair
+	if f == nil {
+		return
+	}
+	for {
+		dctx, cancel := context.WithTimeout(ctx, t.timeout)
+		turn, err := f.lines.Dispatch(dctx)
+		cancel()
+		sleep := lineIdle
+		if err != nil {
+			f.logger.Debug("could not dispatch the fair lines", "err", err)
+			sleep = t.backoff
+		} else {
+			f.move(ctx, turn.Granted)
+			if turn.Wake >= 0 {
+				sleep = min(turn.Wake, lineIdle)
+			}
+		}
+		timer := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-t.stopping:
+			timer.Stop()
+			return
+		case <-f.nudge:
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+// admitFair is admit through the fair lines: after any provider hold, the
+// task arrives at its line, and is run at once, run at its place (a wait
+// of at most the lines' lead), or parked in the retry set until a grant
+// moves it to the front of its queue.
+func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, tenant string, all []policies.Applied) error {
+	applied, shadow, _ := splitShadow(all)
+	if len(applied) == 0 {
+		return t.admit(ctx, holdKey, task.Type(), tenant, all)
+	}
+	priority, err := producer.TaskPriority(task)
+	if err != nil {
+		return fmt.Errorf("%w: task %s: %v", asynq.SkipRetry, task.Type(), err)
+	}
+	if err := t.waitHold(ctx, holdKey); err != nil {
+		return err
+	}
+	id, _ := asynq.GetTaskID(ctx)
+	queue, _ := asynq.GetQueueName(ctx)
+	a := throttle.Arrival{Class: task.Type(), Priority: priority, Tenant: tenant,
+		Weight: t.policies.Current().Weight(tenant), Queue: queue, ID: id}
+	shared := -1
+	for i, ap := range applied {
+		a.Checks = append(a.Checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared})
+		if ap.Shared && shared < 0 {
+			shared = i
+		}
+	}
+	asked := time.Now()
+	actx, cancel := context.WithTimeout(ctx, t.timeout)
+	turn, err := t.fair.lines.Arrive(actx, a)
+	err = timedOut(actx, err)
+	cancel()
+	e := DecisionEvent{TaskType: task.Type(), Tenant: tenant, Err: err, Latency: time.Since(asked), Outcome: turn.Outcome,
+		FailedOpen: err != nil && ctx.Err() == nil && t.mode == FailOpen}
+	e.Decision = turnDecision(turn, len(applied), max(shared, 0), t.fair.park)
+	if err == nil && e.Decision.Allowed && len(shadow) > 0 {
+		e.Shadow = t.shadow(ctx, shadow)
+	}
+	t.decided(e, applied)
+	if err != nil {
+		return t.undecided(ctx, id, e)
+	}
+	t.outage.Observe(nil, "latency", e.Latency)
+	t.fair.move(ctx, turn.Granted)
+	switch turn.Outcome {
+	case throttle.Admitted:
+		return nil
+	case throttle.Placed:
+		if t.waitPlace(ctx, turn.Wait) {
+			return nil
+		}
+		// Its place passes unused: it comes back as a new arrival.
+		return &provider.ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: ctx.Err()}
+	}
+	t.fair.wake()
+	return &provider.ThrottledError{RetryAfter: t.fair.park, By: "the fair line of rule " + applied[max(shared, 0)].Rule}
+}
+
+// turnDecision is the limiter's decision that turn amounts to, for the
+// OnDecision hook: allowed when the task runs (at once or at its place),
+// denied by check denied (the first shared rule) when it was parked.
+func turnDecision(turn throttle.Turn, checks, denied int, park time.Duration) throttle.MultiDecision {
+	md := throttle.MultiDecision{Denied: -1, Checks: make([]throttle.Decision, checks)}
+	if turn.Outcome == throttle.Parked {
+		md.Denied = denied
+		md.RetryAfter = park
+		return md
+	}
+	md.Allowed = true
+	return md
+}
+
+// waitHold waits out a provider hold on holdKey, at most maxHolds times
+// MaxHold; an error sends the task back until the hold ends.
+func (t *Throttle) waitHold(ctx context.Context, holdKey string) error {
+	for waits := 0; ; waits++ {
+		left, err := t.holdLeft(ctx, holdKey)
+		if err != nil {
+			// A hold that cannot be read counts as none: the limiter's own
+			// failure mode then decides.
+			t.logger.Debug("could not read the provider hold", "key", holdKey, "err", err)
+		}
+		if left <= 0 {
+			return nil
+		}
+		if waits >= maxHolds || !t.wait(ctx, left) {
+			return &provider.ThrottledError{RetryAfter: left, By: "provider hold"}
+		}
+	}
+}
+
+// waitPlace waits d for a place the lines gave (at most their lead), unless
+// ctx ends or Stop is called first.
+func (t *Throttle) waitPlace(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+	case <-t.stopping:
+	}
+	return false
+}

@@ -1,0 +1,118 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
+	"github.com/sluicehq/sluice/policies"
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
+	"github.com/sluicehq/sluice/worker"
+)
+
+// fairPolicies share a provider's 10 a second among tenants.
+const fairPolicies = `
+tasks:
+  sms:send:
+    - name: provider
+      scope: global
+      limit: 10
+      window: 1s
+`
+
+// runFairServer starts a worker with the fair lines (the default) on a
+// queue of its own, whose SMS go to sent; it returns a producer and the
+// queue.
+func runFairServer(t *testing.T, sent smsRecorder, cfg worker.ThrottleConfig) (*producer.Client, string) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
+	q := redistest.Queue(t, rdb)
+	p, err := policies.Parse(t.Name(), []byte(fairPolicies))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DelayedTaskCheckInterval = serverCheckInterval
+	srv, err := worker.NewServer(rdb, worker.Config{
+		ThrottleConfig: cfg, Policies: policies.Static(p), SMS: sent, Email: provider.LogProvider{},
+		Queues: map[string]int{q: 1}, Prefix: prefix, ShutdownTimeout: 5 * time.Second, Concurrency: 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stop := testwait.RunServer(t, srv)
+	t.Cleanup(stop)
+	return producer.NewClientFromRedisClient(rdb), q
+}
+
+// TestFairNewcomer: a tenant that enqueues 3 SMS while another's backlog of
+// 60 waits, in the same queue ahead of it, is served at once: its last
+// send comes within a few of the backlog's. First come, first served, the
+// same run sends the backlog first, which shows that the count can fail.
+func TestFairNewcomer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		fairness worker.Fairness
+	}{{"fair", worker.FairnessOn}, {"first come first served", worker.FairnessOff}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sent := make(smsRecorder, 100)
+			pc, q := runFairServer(t, sent, worker.ThrottleConfig{Fairness: tc.fairness})
+			ctx := context.Background()
+			for range 60 {
+				if _, err := pc.EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Once acme's first window has been sent, the newcomer comes.
+			var order []string
+			ids := map[string]bool{}
+			receive := func(what string) {
+				m := testwait.Receive(t, sent, what)
+				if ids[m.ID] {
+					t.Errorf("task %s sent twice", m.ID)
+				}
+				ids[m.ID] = true
+				order = append(order, m.Tenant)
+			}
+			for range 12 {
+				receive("an SMS of the backlog")
+			}
+			for range 3 {
+				if _, err := pc.EnqueueSMS(ctx, "initech", goodSMS, asynq.Queue(q)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := len(order)
+			for len(order) < 63 {
+				receive("the next SMS")
+			}
+			last := before
+			for i := before; i < len(order); i++ {
+				if order[i] == "initech" {
+					last = i
+				}
+			}
+			ahead := 0 // the backlog's sends before the newcomer's last
+			for _, tenant := range order[before:last] {
+				if tenant == "acme" {
+					ahead++
+				}
+			}
+			t.Logf("%d of acme's sends before initech's last", ahead)
+			switch {
+			case tc.fairness == worker.FairnessOn && ahead > 6:
+				t.Errorf("fair: %d of the backlog's sends came before the newcomer's last, want at most 6 (order %v)", ahead, order[before:])
+			case tc.fairness == worker.FairnessOff && ahead < 20:
+				t.Errorf("first come first served: only %d of the backlog's sends before the newcomer's last", ahead)
+			}
+		})
+	}
+}
