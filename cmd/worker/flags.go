@@ -30,6 +30,7 @@ type flags struct {
 	failOpen                               *bool
 	decisionTimeout, maxHold               *time.Duration
 	providerHold, metricsAddr, logLevel    *string
+	fairness                               *string
 	metricsTenants, demo                   *bool
 	demoTasks                              *int
 }
@@ -57,6 +58,7 @@ func newFlags() *flags {
 	f.failOpen = fs.Bool("fail-open", false, "run tasks without a decision when Redis cannot decide (default: they wait)")
 	f.decisionTimeout = fs.Duration("decision-timeout", worker.DefaultDecisionTimeout, "longest a task waits for Redis to decide; past it --fail-open says what follows")
 	f.maxHold = fs.Duration("max-hold", worker.DefaultMaxHold, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never; 0: the default)")
+	f.fairness = fs.String("fairness", "on", "on: tasks waiting for a shared limit are served fairly among tenants, by weight and priority (docs/FAIRNESS.md); off: first come, first served")
 	f.providerHold = fs.String("provider-hold", "account", "whose sends a provider's 429 holds back in every worker: account (all tenants) or tenant")
 	f.metricsAddr = fs.String("metrics-addr", "", "serve /metrics, /healthz, /readyz and the status page at `host:port` (such as 127.0.0.1:9464); none when empty")
 	f.metricsTenants = fs.Bool("metrics-tenants", false, "add sluice_tenant_decisions_total, with a tenant label (a time series per tenant)")
@@ -96,6 +98,14 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 	if err != nil {
 		return worker.Config{}, err
 	}
+	fairness := worker.FairnessOn
+	switch *f.fairness {
+	case "on":
+	case "off":
+		fairness = worker.FairnessOff
+	default:
+		return worker.Config{}, cli.Usagef("--fairness %q: use on or off", *f.fairness)
+	}
 	sms, email, err := f.providers(logger)
 	if err != nil {
 		return worker.Config{}, err
@@ -114,6 +124,7 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 			DecisionTimeout:          *f.decisionTimeout,
 			MaxHold:                  *f.maxHold,
 			ProviderHold:             hold,
+			Fairness:                 fairness,
 			Logger:                   logger,
 		},
 		SMS: sms, Email: email,

@@ -82,6 +82,7 @@ var env = map[string]string{
 	"max-hold":         "SLUICE_MAX_HOLD",
 	"fetch-interval":   "SLUICE_FETCH_INTERVAL",
 	"provider-hold":    "SLUICE_PROVIDER_HOLD",
+	"fairness":         "SLUICE_FAIRNESS",
 	"log-level":        "SLUICE_LOG_LEVEL",
 	"smtp-addr":        "SLUICE_SMTP_ADDR",
 	"smtp-from":        "SLUICE_SMTP_FROM",
@@ -146,6 +147,7 @@ func run(ctx context.Context, args []string) int {
 	logger.Info("worker started", "redis", cli.DescribeRedis(*f.redisURL), "enforces", cfg.Policies.Current().Summary(),
 		"sms", providerName(cfg.SMS), "email", providerName(cfg.Email),
 		"concurrency", cfg.Concurrency, "queues", *f.queues, "max_hold", cfg.MaxHold, "provider_hold", *f.providerHold,
+		"fairness", *f.fairness,
 		"decision_timeout", cfg.DecisionTimeout, "fail_open", *f.failOpen, "metrics_addr", *f.metricsAddr)
 	for _, t := range w.srv.Unthrottled() {
 		logger.Warn("task type runs unthrottled: the policies enforce no rule for it", "task_type", t)
