@@ -45,12 +45,14 @@ ARGV[13]  rules, JSON array of rules as above
 drop only: a task that no longer exists
 ARGV[7]   task id
 
-Reply: {outcome, wait, wake, q1, id1, q2, id2, ...}
+Reply: {outcome, wait, wake, by, q1, id1, q2, id2, ...}
   outcome  arrive: 1 admitted now; 2 given a place `wait` us from now (the
            worker waits, then sends: the place is recorded); 3 parked
            (wait 0). dispatch and drop: 0
   wake     us from now until the next call may give a grant; -1: nothing
            waits
+  by       parked: the rule (1-based, in ARGV[13]) it waits for: the one
+           that frees last, or the first shared one; else 0
   qi, idi  tasks given a grant that wait parked in asynq: the caller moves
            each to the front of its queue
 ]]
@@ -186,8 +188,10 @@ end
 -- The lead of a class: how far ahead of now a parked task of it is given
 -- its place. It starts at ARGV[3] and learns from the claims: it rises at
 -- once to 50 ms more than the slowest delivery seen (a granted task's time
--- from its grant to its worker), and falls back by a sixteenth of the gap
--- at each claim, never below ARGV[3], never above 5 s.
+-- from its grant to its worker, timed when it comes: a grant taken back
+-- for a task that never comes teaches nothing), and falls back by a
+-- sixteenth of the gap at each claim, never below ARGV[3], never above 2 s.
+local maxLead = 2000000
 local leads = {}
 local function leadOf(c)
   if not leads[c] then
@@ -197,7 +201,7 @@ local function leadOf(c)
 end
 
 local function learn(c, delivery)
-  local want, lead = math.min(5000000, math.max(minLead, delivery + 50000)), leadOf(c)
+  local want, lead = math.min(maxLead, math.max(minLead, delivery + 50000)), leadOf(c)
   if want > lead then
     lead = want
   else
@@ -230,7 +234,8 @@ local function takeBack(id, g)
   local f = flow(g.c, g.l, g.t)
   unplace(f.rules, id)
   redis.call('ZREM', kgrants, id)
-  -- It keeps the time of its first grant, from which its delivery is timed.
+  -- It keeps the time of the grant: should the task come after all, its
+  -- delivery is timed from it.
   redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = g.c, l = g.l, t = g.t, q = g.q, g = g.g}))
   redis.call('LPUSH', kline(g.c, g.l, g.t), entry(g.q, id))
   f.f = math.max(0, f.f - 1 / f.w)
@@ -247,10 +252,7 @@ local function reap()
   for _, id in ipairs(late) do
     local raw = redis.call('HGET', ktasks, id)
     if raw then
-      -- Not delivered within the lead: the class needs a longer one.
-      local g = cjson.decode(raw)
-      learn(g.c, now - (tonumber(g.g) or now))
-      takeBack(id, g)
+      takeBack(id, cjson.decode(raw))
     else
       redis.call('ZREM', kgrants, id)
     end
@@ -270,29 +272,36 @@ end
 
 -- earliest returns the earliest time at or after `at` at which every rule
 -- of f fits: of its own rules, and of its shared ones. With `paced`, a
--- shared rule also keeps a slot interval (window / limit, the shortest of
--- the shared rules') after its newest member: a backlog is given slots at
--- the rules' rate, spread out, not in bursts, so that the next slot is
--- never more than a slot interval away for a flow that starts waiting.
+-- shared log that has been full within its last two windows (a backlog waits
+-- for it: the time is kept in the class's hash, field 'f' and its key)
+-- also keeps a slot interval (window / limit) after its newest member, so
+-- that a backlog is given its slots at the rule's rate, spread out, and
+-- not in bursts: a log keeps the shape of a burst (ten admissions at one
+-- instant leave it together a window later), and the next slot is then
+-- never more than a slot interval away for a flow that starts waiting. A
+-- rule with room to spare, such as a large daily quota, is not paced.
 local function earliest(f, at, paced)
-  local own, shared, pace, newest = at, at, nil, nil
+  local own, shared = at, at
   for _, r in ipairs(f.rules) do
     local x = free(r, at)
     if r.s == 1 then
       shared = math.max(shared, x)
       if paced and r.a == 'sliding-log' then
-        local slot = math.floor(r.w / r.l)
-        if not pace or slot < pace then
+        local field = 'f' .. r.k
+        if x > at then
+          redis.call('HSET', kclass(f.c), field, num(now))
+        end
+        local full = tonumber(redis.call('HGET', kclass(f.c), field))
+        if full and now - full <= 2 * r.w then
           local m = redis.call('ZRANGE', r.k, -1, -1, 'WITHSCORES')
-          pace, newest = slot, m[2] and tonumber(m[2])
+          if m[2] then
+            shared = math.max(shared, tonumber(m[2]) + math.floor(r.w / r.l))
+          end
         end
       end
     else
       own = math.max(own, x)
     end
-  end
-  if newest then
-    shared = math.max(shared, newest + pace)
   end
   return own, shared
 end
@@ -352,10 +361,8 @@ local function grant(f, s, p, here)
     redis.call('HDEL', ktasks, e.id)
   else
     -- Times go as text: cjson keeps 14 digits of a number. g is the time
-    -- of the task's first grant, kept when a grant is given again.
-    local before = redis.call('HGET', ktasks, e.id)
-    local first = before and cjson.decode(before).g or num(now)
-    redis.call('HSET', ktasks, e.id, cjson.encode({s = 'G', c = f.c, l = f.l, t = f.tn, q = e.q, p = num(p), S = tag(s), g = first}))
+    -- of the grant, from which its delivery is timed.
+    redis.call('HSET', ktasks, e.id, cjson.encode({s = 'G', c = f.c, l = f.l, t = f.tn, q = e.q, p = num(p), S = tag(s), g = num(now)}))
     redis.call('ZADD', kgrants, p, e.id)
   end
   redis.call('HSET', kclass(f.c), 'v' .. f.l, tag(s))
@@ -478,8 +485,8 @@ local function nextWake()
 end
 
 local out = {}
-local function reply(outcome, wait)
-  local r = {outcome, wait, nextWake()}
+local function reply(outcome, wait, by)
+  local r = {outcome, wait, nextWake(), by or 0}
   for _, v in ipairs(out) do
     r[#r + 1] = v
   end
@@ -557,8 +564,13 @@ elseif not task then
   redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = c, l = l, t = tn, q = queue}))
   waiting(f)
 else
-  -- Back from the retry set while it waits (its park ended): it keeps its
-  -- turn in its flow.
+  -- Back while it waits: its grant was taken back before it came (it is
+  -- timed from that grant, once), or its park ended. It keeps its turn.
+  if task.g then
+    learn(task.c, now - tonumber(task.g))
+    task.g = nil
+    redis.call('HSET', ktasks, id, cjson.encode(task))
+  end
   waiting(flow(task.c, task.l, task.t))
 end
 
@@ -569,4 +581,13 @@ if mine then
   end
   return reply(2, mine - now)
 end
-return reply(3, 0)
+-- Parked: say which of its rules frees last, the one it waits for (the
+-- first shared rule when its wait is its turn, not a full window).
+local by, latest = 0, now
+for i, r in ipairs(f.rules) do
+  local x = free(r, now)
+  if x > latest or (by == 0 and r.s == 1) then
+    by, latest = i, math.max(latest, x)
+  end
+end
+return reply(3, 0, by)

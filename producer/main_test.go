@@ -2,9 +2,11 @@ package producer_test
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -62,3 +64,17 @@ var (
 	goodSMS   = producer.SMS{To: "+15551234567", Body: "Your code is 123456"}
 	goodEmail = producer.Email{To: "ada@example.com", Subject: "Welcome", Body: "Hello <b>Ada</b> & co", From: "team@example.com"}
 )
+
+// stripEnqueued returns a copy of h without HeaderEnqueued, and fails t
+// unless that header holds a time of the last minute: when the task was
+// built.
+func stripEnqueued(t *testing.T, h map[string]string) map[string]string {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, h[producer.HeaderEnqueued])
+	if err != nil || time.Since(at) > time.Minute || time.Since(at) < 0 {
+		t.Errorf("header %s = %q: want the time the task was built", producer.HeaderEnqueued, h[producer.HeaderEnqueued])
+	}
+	out := maps.Clone(h)
+	delete(out, producer.HeaderEnqueued)
+	return out
+}

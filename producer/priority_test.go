@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -84,5 +85,35 @@ func TestBulkPriority(t *testing.T) {
 	var fe *producer.FieldError
 	if !errors.As(err, &fe) || fe.Field != "priority" {
 		t.Errorf("priority 9: %v, want a FieldError of field priority", err)
+	}
+}
+
+// TestEnqueuedHeader: a task's HeaderEnqueued is when it was built, or
+// when asynq.ProcessIn or ProcessAt makes it due.
+func TestEnqueuedHeader(t *testing.T) {
+	t.Parallel()
+	sms := producer.SMS{To: "+15551234567", Body: "hi"}
+	before := time.Now()
+	for _, tc := range []struct {
+		name string
+		opts []asynq.Option
+		from time.Time
+	}{
+		{"now", nil, before},
+		{"ProcessIn", []asynq.Option{asynq.ProcessIn(time.Hour)}, before.Add(time.Hour)},
+		{"ProcessAt", []asynq.Option{asynq.ProcessAt(before.Add(2 * time.Hour))}, before.Add(2 * time.Hour)},
+		{"ProcessAt past", []asynq.Option{asynq.ProcessAt(before.Add(-time.Hour))}, before},
+	} {
+		task, err := producer.NewSMSTask("acme", sms, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, ok := producer.TaskEnqueued(task)
+		if !ok || at.Before(tc.from) || at.After(tc.from.Add(time.Minute)) {
+			t.Errorf("%s: TaskEnqueued = %v, %v; want %v or up to a minute after", tc.name, at, ok, tc.from)
+		}
+	}
+	if _, ok := producer.TaskEnqueued(asynq.NewTask(producer.TypeSMS, nil)); ok {
+		t.Errorf("a task without the header has a time")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/hibiken/asynq"
 )
@@ -18,6 +19,12 @@ const (
 	// after a failure (not after a throttle denial). See the package
 	// documentation for why it is not asynq's MaxRetry.
 	HeaderMaxRetry = "sluice-max-retry"
+
+	// HeaderEnqueued is the task header that holds the time from which the
+	// task waits to be sent, in RFC 3339 with nanoseconds, UTC: when it
+	// was built for enqueueing, or the time asynq.ProcessAt or ProcessIn
+	// made it due. The worker's sluice_wait_seconds measures from it.
+	HeaderEnqueued = "sluice-enqueued"
 )
 
 // TaskTypes returns the task types of this package's tasks, in name
@@ -85,7 +92,41 @@ func newTask(typ, tenant string, m message, opts []asynq.Option) (*asynq.Task, e
 	if prio != 0 {
 		headers[HeaderPriority] = strconv.Itoa(prio)
 	}
+	headers[HeaderEnqueued] = due(opts).UTC().Format(time.RFC3339Nano)
 	return asynq.NewTaskWithHeaders(typ, payload, headers, append(opts, asynq.MaxRetry(budget+1))...), nil
+}
+
+// due returns when a task with opts may run: now, or the time the last
+// asynq.ProcessAt or ProcessIn among them says, if later.
+func due(opts []asynq.Option) time.Time {
+	now := time.Now()
+	at := now
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		switch v := opt.Value().(type) {
+		case time.Time:
+			if opt.Type() == asynq.ProcessAtOpt {
+				at = v
+			}
+		case time.Duration:
+			if opt.Type() == asynq.ProcessInOpt {
+				at = now.Add(v)
+			}
+		}
+	}
+	if at.Before(now) {
+		return now
+	}
+	return at
+}
+
+// TaskEnqueued returns the time task's HeaderEnqueued holds, and false
+// when it has none that parses (a task of another producer).
+func TaskEnqueued(task *asynq.Task) (time.Time, bool) {
+	at, err := time.Parse(time.RFC3339Nano, task.Headers()[HeaderEnqueued])
+	return at, err == nil
 }
 
 // retryBudget returns the budget set by the last asynq.MaxRetry in opts

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice/producer"
 )
@@ -13,6 +14,14 @@ type Message[P any] struct {
 	ID      string
 	Tenant  string
 	Payload P
+
+	// Priority is the task's priority, 1 (most urgent) to 5; 0 when not
+	// known.
+	Priority int
+
+	// Enqueued is when the task began to wait to be sent (its
+	// producer.HeaderEnqueued); zero when not known.
+	Enqueued time.Time
 }
 
 // SMSProvider sends text messages. Send returns nil when the provider took

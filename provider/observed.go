@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice/producer"
 )
@@ -15,6 +16,12 @@ type Event struct {
 	TaskID   string
 	Tenant   string
 	Err      error
+
+	// TaskType is the type of the message's task (producer.TypeSMS or
+	// TypeEmail); Priority and Enqueued are the message's.
+	TaskType string
+	Priority int
+	Enqueued time.Time
 }
 
 // An Answer is told what a provider answered to each message. It runs in
@@ -30,7 +37,7 @@ func ObserveSMS(name string, p SMSProvider, answers ...Answer) SMSProvider {
 	if len(answers) == 0 {
 		return p
 	}
-	return observedSMS{observed[producer.SMS]{name, p.SendSMS, answers}}
+	return observedSMS{observed[producer.SMS]{name, producer.TypeSMS, p.SendSMS, answers}}
 }
 
 // ObserveEmail is ObserveSMS for an EmailProvider.
@@ -38,21 +45,22 @@ func ObserveEmail(name string, p EmailProvider, answers ...Answer) EmailProvider
 	if len(answers) == 0 {
 		return p
 	}
-	return observedEmail{observed[producer.Email]{name, p.SendEmail, answers}}
+	return observedEmail{observed[producer.Email]{name, producer.TypeEmail, p.SendEmail, answers}}
 }
 
 // observed tells each of answers what the provider named name answered to
 // each message: observedSMS and observedEmail are it for each kind of
 // provider.
 type observed[P any] struct {
-	name    string
-	send    func(context.Context, Message[P]) error
-	answers []Answer
+	name     string
+	taskType string
+	send     func(context.Context, Message[P]) error
+	answers  []Answer
 }
 
 func (o observed[P]) do(ctx context.Context, m Message[P]) error {
 	err := o.send(ctx, m)
-	e := Event{Provider: o.name, TaskID: m.ID, Tenant: m.Tenant, Err: err}
+	e := Event{Provider: o.name, TaskID: m.ID, Tenant: m.Tenant, Err: err, TaskType: o.taskType, Priority: m.Priority, Enqueued: m.Enqueued}
 	for _, a := range o.answers {
 		a(e)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -63,7 +64,8 @@ func TestObserve(t *testing.T) {
 			email := &fakeEmail{got: make(chan provider.Message[producer.Email], 1), err: tc.err}
 			ctx := context.Background()
 
-			smsMsg := provider.Message[producer.SMS]{ID: "t1", Tenant: "acme", Payload: goodSMS}
+			enqueued := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+			smsMsg := provider.Message[producer.SMS]{ID: "t1", Tenant: "acme", Payload: goodSMS, Priority: 1, Enqueued: enqueued}
 			if err := provider.ObserveSMS("sms", sms, answers...).SendSMS(ctx, smsMsg); err != tc.err {
 				t.Errorf("SendSMS = %v, want %v", err, tc.err)
 			}
@@ -79,8 +81,8 @@ func TestObserve(t *testing.T) {
 			}
 
 			want := []provider.Event{
-				{Provider: "sms", TaskID: "t1", Tenant: "acme", Err: tc.err},
-				{Provider: "email", TaskID: "t2", Tenant: "globex", Err: tc.err},
+				{Provider: "sms", TaskID: "t1", Tenant: "acme", Err: tc.err, TaskType: producer.TypeSMS, Priority: 1, Enqueued: enqueued},
+				{Provider: "email", TaskID: "t2", Tenant: "globex", Err: tc.err, TaskType: producer.TypeEmail},
 			}
 			for i, got := range [][]provider.Event{first, second} {
 				if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/textproto"
+	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,6 +41,7 @@ type Metrics struct {
 	failOpen        *prometheus.CounterVec   // task_type
 	throttled       *prometheus.CounterVec   // task_type, by
 	provider        *prometheus.CounterVec   // provider, class
+	wait            *prometheus.HistogramVec // task_type, priority
 }
 
 // Results of sluice_decisions_total.
@@ -92,8 +95,13 @@ func NewMetrics(reg prometheus.Registerer, cfg *MetricsConfig) (*Metrics, error)
 			Name: "sluice_provider_responses_total",
 			Help: "Providers' answers by provider (sms, email) and class: 2xx, 429, 4xx, 5xx (SMTP reply codes too), or error when none came.",
 		}, []string{"provider", "class"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_wait_seconds",
+			Help:    "Time from a task's enqueue (or the time it was due) to its provider taking it, by task type and priority (1 most urgent to 5).",
+			Buckets: prometheus.ExponentialBuckets(0.025, 2, 16), // 25 ms to 14 min
+		}, []string{"task_type", "priority"}),
 	}
-	cs := []prometheus.Collector{m.decisions, m.shadow, m.latency, m.retryAfter, m.limiterErrors, m.failOpen, m.throttled, m.provider}
+	cs := []prometheus.Collector{m.decisions, m.shadow, m.latency, m.retryAfter, m.limiterErrors, m.failOpen, m.throttled, m.provider, m.wait}
 	if cfg.TenantLabel {
 		m.tenantDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tenant_decisions_total",
@@ -172,9 +180,13 @@ func (m *Metrics) ObserveThrottled(e worker.ThrottledEvent) {
 }
 
 // ObserveProvider counts the answer of e.Provider ("sms", "email") to one
-// message: e.Err is what its Send returned.
+// message: e.Err is what its Send returned. A message the provider took
+// observes sluice_wait_seconds, from its enqueue.
 func (m *Metrics) ObserveProvider(e worker.ProviderEvent) {
 	m.provider.WithLabelValues(e.Provider, ResponseClass(e.Err)).Inc()
+	if e.Err == nil && !e.Enqueued.IsZero() && e.Priority > 0 {
+		m.wait.WithLabelValues(e.TaskType, strconv.Itoa(e.Priority)).Observe(max(0, time.Since(e.Enqueued).Seconds()))
+	}
 }
 
 // ResponseClass returns the class of a provider's answer, from what its

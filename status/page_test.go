@@ -133,6 +133,9 @@ func TestPage(t *testing.T) {
 		ThrottleConfig: worker.ThrottleConfig{
 			MaxHold:                  -1, // the denied go to the retry set
 			DelayedTaskCheckInterval: serverCheckInterval,
+			// First come, first served: the denied hold places in line,
+			// which the page shows.
+			Fairness: worker.FairnessOff,
 		},
 		Policies:        pf,
 		SMS:             sent,

@@ -146,6 +146,10 @@ type Turn struct {
 	// Granted are parked tasks given a place by this call, to be moved to
 	// the front of their queues.
 	Granted []Grant
+	// By is, for Parked, the index in Arrival.Checks of the check the task
+	// waits for: the one with room last, or the first shared one when the
+	// task waits for its turn; -1 otherwise.
+	By int
 }
 
 // lineRule is a rule as fair.lua reads it.
@@ -252,10 +256,10 @@ func (ls *Lines) run(ctx context.Context, group string, args []any) (Turn, error
 	if err != nil {
 		return Turn{}, err
 	}
-	if len(reply) < 3 || len(reply)%2 == 0 {
+	if len(reply) < 4 || len(reply)%2 == 1 {
 		return Turn{}, fmt.Errorf("fair lines script replied %d values", len(reply))
 	}
-	var n [3]int64
+	var n [4]int64
 	for i := range n {
 		v, ok := reply[i].(int64)
 		if !ok {
@@ -263,11 +267,11 @@ func (ls *Lines) run(ctx context.Context, group string, args []any) (Turn, error
 		}
 		n[i] = v
 	}
-	t := Turn{Outcome: Outcome(n[0]), Wait: time.Duration(n[1]) * time.Microsecond, Wake: -1}
+	t := Turn{Outcome: Outcome(n[0]), Wait: time.Duration(n[1]) * time.Microsecond, Wake: -1, By: int(n[3]) - 1}
 	if n[2] >= 0 {
 		t.Wake = time.Duration(n[2]) * time.Microsecond
 	}
-	for i := 3; i+1 < len(reply); i += 2 {
+	for i := 4; i+1 < len(reply); i += 2 {
 		q, _ := reply[i].(string)
 		id, _ := reply[i+1].(string)
 		t.Granted = append(t.Granted, Grant{Queue: q, ID: id})

@@ -31,7 +31,7 @@ type fairLines struct {
 // has not handed it back to asynq yet) is tried again, moveRetryDelay
 // apart, before its grant is left to be taken back.
 const (
-	moveRetries    = 5
+	moveRetries    = 20
 	moveRetryDelay = 10 * time.Millisecond
 )
 
@@ -146,12 +146,8 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	queue, _ := asynq.GetQueueName(ctx)
 	a := throttle.Arrival{Class: task.Type(), Priority: priority, Tenant: tenant,
 		Weight: t.policies.Current().Weight(tenant), Queue: queue, ID: id}
-	shared := -1
-	for i, ap := range applied {
+	for _, ap := range applied {
 		a.Checks = append(a.Checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared})
-		if ap.Shared && shared < 0 {
-			shared = i
-		}
 	}
 	asked := time.Now()
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -160,7 +156,8 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	cancel()
 	e := DecisionEvent{TaskType: task.Type(), Tenant: tenant, Err: err, Latency: time.Since(asked), Outcome: turn.Outcome,
 		FailedOpen: err != nil && ctx.Err() == nil && t.mode == FailOpen}
-	e.Decision = turnDecision(turn, len(applied), max(shared, 0), t.fair.park)
+	by := max(turn.By, 0)
+	e.Decision = turnDecision(turn, len(applied), by, t.fair.park)
 	if err == nil && e.Decision.Allowed && len(shadow) > 0 {
 		e.Shadow = t.shadow(ctx, shadow)
 	}
@@ -181,12 +178,12 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 		return &provider.ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: ctx.Err()}
 	}
 	t.fair.wake()
-	return &provider.ThrottledError{RetryAfter: t.fair.park, By: "the fair line of rule " + applied[max(shared, 0)].Rule}
+	return &provider.ThrottledError{RetryAfter: t.fair.park, By: "rule " + applied[by].Rule}
 }
 
 // turnDecision is the limiter's decision that turn amounts to, for the
 // OnDecision hook: allowed when the task runs (at once or at its place),
-// denied by check denied (the first shared rule) when it was parked.
+// denied by check denied (the rule it waits for) when it was parked.
 func turnDecision(turn throttle.Turn, checks, denied int, park time.Duration) throttle.MultiDecision {
 	md := throttle.MultiDecision{Denied: -1, Checks: make([]throttle.Decision, checks)}
 	if turn.Outcome == throttle.Parked {

@@ -20,6 +20,8 @@ func Handler(sms provider.SMSProvider, email provider.EmailProvider) asynq.Handl
 	return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		id, _ := asynq.GetTaskID(ctx)
 		tenant := task.Headers()[producer.HeaderTenant]
+		priority, _ := producer.TaskPriority(task) // checked by the Throttle; 0 when bad
+		enqueued, _ := producer.TaskEnqueued(task)
 		switch task.Type() {
 		case producer.TypeSMS:
 			if sms == nil {
@@ -29,7 +31,7 @@ func Handler(sms provider.SMSProvider, email provider.EmailProvider) asynq.Handl
 			if err != nil {
 				return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
 			}
-			return sms.SendSMS(ctx, provider.Message[producer.SMS]{ID: id, Tenant: tenant, Payload: p})
+			return sms.SendSMS(ctx, provider.Message[producer.SMS]{ID: id, Tenant: tenant, Payload: p, Priority: priority, Enqueued: enqueued})
 		case producer.TypeEmail:
 			if email == nil {
 				return fmt.Errorf("%w: no email provider configured", asynq.SkipRetry)
@@ -38,7 +40,7 @@ func Handler(sms provider.SMSProvider, email provider.EmailProvider) asynq.Handl
 			if err != nil {
 				return fmt.Errorf("%w: %v", asynq.SkipRetry, err)
 			}
-			return email.SendEmail(ctx, provider.Message[producer.Email]{ID: id, Tenant: tenant, Payload: p})
+			return email.SendEmail(ctx, provider.Message[producer.Email]{ID: id, Tenant: tenant, Payload: p, Priority: priority, Enqueued: enqueued})
 		}
 		return fmt.Errorf("%w: unknown task type %q", asynq.SkipRetry, task.Type())
 	})

@@ -166,8 +166,8 @@ func TestHandlerSends(t *testing.T) {
 			if !errors.Is(err, tc.provErr) || (tc.provErr == nil) != (err == nil) {
 				t.Errorf("sms: ProcessTask = %v, want %v", err, tc.provErr)
 			}
-			wantSMS := provider.Message[producer.SMS]{Tenant: "acme", Payload: goodSMS}
-			if diff := cmp.Diff(wantSMS, testwait.Receive(t, sms.got, "SMS")); diff != "" {
+			wantSMS := provider.Message[producer.SMS]{Tenant: "acme", Payload: goodSMS, Priority: 3}
+			if diff := cmp.Diff(wantSMS, testwait.Receive(t, sms.got, "SMS"), ignoreEnqueued); diff != "" {
 				t.Errorf("SMS message (-want +got):\n%s", diff)
 			}
 
@@ -175,8 +175,8 @@ func TestHandlerSends(t *testing.T) {
 			if !errors.Is(err, tc.provErr) || (tc.provErr == nil) != (err == nil) {
 				t.Errorf("email: ProcessTask = %v, want %v", err, tc.provErr)
 			}
-			wantEmail := provider.Message[producer.Email]{Tenant: "globex", Payload: goodEmail}
-			if diff := cmp.Diff(wantEmail, testwait.Receive(t, email.got, "email")); diff != "" {
+			wantEmail := provider.Message[producer.Email]{Tenant: "globex", Payload: goodEmail, Priority: 3}
+			if diff := cmp.Diff(wantEmail, testwait.Receive(t, email.got, "email"), ignoreEnqueued); diff != "" {
 				t.Errorf("email message (-want +got):\n%s", diff)
 			}
 
@@ -198,12 +198,12 @@ func TestHandlerTaskID(t *testing.T) {
 	smsInfo := s.enqueue(t, smsTask(t, "acme"))
 	emailInfo := s.enqueue(t, emailTask(t, "globex"), asynq.TaskID("welcome-ada"))
 
-	wantSMS := provider.Message[producer.SMS]{ID: smsInfo.ID, Tenant: "acme", Payload: goodSMS}
-	if diff := cmp.Diff(wantSMS, testwait.Receive(t, sms.got, "SMS")); diff != "" {
+	wantSMS := provider.Message[producer.SMS]{ID: smsInfo.ID, Tenant: "acme", Payload: goodSMS, Priority: 3}
+	if diff := cmp.Diff(wantSMS, testwait.Receive(t, sms.got, "SMS"), ignoreEnqueued); diff != "" {
 		t.Errorf("SMS message (-want +got):\n%s", diff)
 	}
-	wantEmail := provider.Message[producer.Email]{ID: emailInfo.ID, Tenant: "globex", Payload: goodEmail}
-	if diff := cmp.Diff(wantEmail, testwait.Receive(t, email.got, "email")); diff != "" {
+	wantEmail := provider.Message[producer.Email]{ID: emailInfo.ID, Tenant: "globex", Payload: goodEmail, Priority: 3}
+	if diff := cmp.Diff(wantEmail, testwait.Receive(t, email.got, "email"), ignoreEnqueued); diff != "" {
 		t.Errorf("email message (-want +got):\n%s", diff)
 	}
 	if got, want := emailInfo.ID, "welcome-ada"; got != want {
@@ -255,3 +255,7 @@ var ignoreTime = cmp.FilterPath(func(p cmp.Path) bool {
 	mi, ok := p.Last().(cmp.MapIndex)
 	return ok && mi.Key().String() == "time"
 }, cmp.Ignore())
+
+// ignoreEnqueued leaves out of comparisons the time a message's task was
+// enqueued (its producer.HeaderEnqueued), which TestEnqueuedHeader checks.
+var ignoreEnqueued = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Enqueued" }, cmp.Ignore())
