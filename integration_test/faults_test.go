@@ -347,10 +347,12 @@ func TestRedisOutage(t *testing.T) {
 		name     string
 		mode     faultproxy.Mode
 		failOpen bool
+		fair     bool // the fair lines: tasks wait parked, not in the workers
 	}{
-		{"down, fail-closed", faultproxy.Refuse, false},
-		{"partitioned, fail-closed", faultproxy.Blackhole, false},
-		{"partitioned, fail-open", faultproxy.Blackhole, true},
+		{"down, fail-closed", faultproxy.Refuse, false, false},
+		{"partitioned, fail-closed", faultproxy.Blackhole, false, false},
+		{"partitioned, fail-open", faultproxy.Blackhole, true, false},
+		{"down, fair lines", faultproxy.Refuse, false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -364,12 +366,17 @@ func TestRedisOutage(t *testing.T) {
 			args := []string{"--redis", throughProxy, "--policies", lim.policies(t), "--sms-webhook", sink.srv.URL,
 				"--queues", queue + "=1", "--prefix", redistest.Prefix(t), "--concurrency", "4",
 				"--decision-timeout", decisionTimeout.String(), "--log-level", "debug",
-				// Denied tasks wait in the workers for their places, never
-				// in the retry set: so tasks ask the limiter during the
-				// outage, when no task can be fetched from Redis.
+				// First come, first served, denied tasks wait in the
+				// workers for their places, never in the retry set: so
+				// tasks ask the limiter during the outage, when no task
+				// can be fetched from Redis. With the fair lines they wait
+				// parked, and the dispatch loop meets the outage.
 				"--max-hold", "1m", "--metrics-addr", "127.0.0.1:0"}
 			if tc.failOpen {
 				args = append(args, "--fail-open")
+			}
+			if !tc.fair {
+				args = append(args, "--fairness", "off")
 			}
 			procs := startWorkers(t, 2, args...)
 			addrs := []string{opsAddr(t, procs[0]), opsAddr(t, procs[1])}
@@ -428,7 +435,16 @@ func TestRedisOutage(t *testing.T) {
 				undecided = append(undecided, logLines(t, p.logs.String(), "limiter did not decide")...)
 				failedOpen = append(failedOpen, logLines(t, p.logs.String(), "limiter unavailable; running the task without a decision (fail-open)")...)
 			}
-			if len(undecided) == 0 {
+			if tc.fair {
+				var failed int
+				for _, p := range procs {
+					failed += len(logLines(t, p.logs.String(), "could not dispatch the fair lines"))
+				}
+				t.Logf("the dispatch loops failed %d times during the outage", failed)
+				if failed == 0 {
+					t.Errorf("no dispatch of the fair lines failed during the outage: the outage tested nothing")
+				}
+			} else if len(undecided) == 0 {
 				t.Errorf("no decision failed during the outage: the outage tested nothing")
 			}
 			var slowest time.Duration
@@ -503,7 +519,9 @@ func TestPartitionedWorker(t *testing.T) {
 		return []string{"--redis", url, "--policies", policies, "--sms-webhook", sink.url(name),
 			"--queues", queue + "=1", "--prefix", prefix, "--concurrency", "4",
 			"--decision-timeout", decisionTimeout.String(), "--log-level", "debug",
-			"--max-hold", "1m"} // tasks wait in the workers, so the cut one asks during the partition
+			// First come, first served, tasks wait in the workers, so the
+			// cut one asks the limiter during the partition.
+			"--max-hold", "1m", "--fairness", "off"}
 	}
 	procs := append(startWorkers(t, 1, args("cut", throughProxy)...), startWorkers(t, 2, args("other", rawURL)...)...)
 

@@ -30,7 +30,7 @@ s = shared (1) or the tenant's own (0)}. Counter rules (not 'sliding-log')
 reserve nothing: they are checked now and recorded when the grant is given.
 
 KEYS[1]   any key of the hash tag, for routing: <base>qw
-ARGV[1]   'arrive', 'dispatch' or 'drop'
+ARGV[1]   'arrive', 'dispatch', 'drop', 'flows' or 'refresh'
 ARGV[2]   base
 ARGV[3]   lead, us: how far ahead a parked task may be given a place, at
           least (a class learns a longer one from late deliveries)
@@ -44,6 +44,12 @@ ARGV[10]  weight     ARGV[11] queue      ARGV[12] task id
 ARGV[13]  rules, JSON array of rules as above
 drop only: a task that no longer exists
 ARGV[7]   task id
+flows only: list the waiting flows
+ARGV[7]   at most this many; the reply's qi, idi are then triples
+          (class, level, tenant)
+refresh only: new rules for waiting flows (a policies reload)
+ARGV[7]   JSON array of {c = class, l = level, t = tenant, w = weight,
+          r = the rules, JSON as in ARGV[13]}
 
 Reply: {outcome, wait, wake, by, q1, id1, q2, id2, ...}
   outcome  arrive: 1 admitted now; 2 given a place `wait` us from now (the
@@ -499,6 +505,42 @@ if mode == 'dispatch' then
   local due = redis.call('ZRANGE', kwake, '-inf', num(now), 'BYSCORE', 'LIMIT', 0, 8)
   for _, c in ipairs(due) do
     step(c, out)
+  end
+  return reply(0, 0)
+end
+
+if mode == 'flows' then
+  -- The waiting flows, ready or blocked: class, level, tenant, and so on,
+  -- at most ARGV[7] of them.
+  local n, r = tonumber(ARGV[7]), {0, 0, nextWake(), 0}
+  for _, c in ipairs(redis.call('ZRANGE', kwake, 0, -1)) do
+    for l = 1, levels do
+      for _, tn in ipairs(redis.call('ZRANGE', kready(c, l), 0, -1)) do
+        if #r >= 4 + 3 * n then
+          return r
+        end
+        r[#r + 1], r[#r + 2], r[#r + 3] = c, tostring(l), tn
+      end
+    end
+    for _, m in ipairs(redis.call('ZRANGE', kblocked(c), 0, -1)) do
+      if #r >= 4 + 3 * n then
+        return r
+      end
+      local l, tn = string.match(m, '^(%d):(.*)$')
+      r[#r + 1], r[#r + 2], r[#r + 3] = c, l, tn
+    end
+  end
+  return r
+end
+
+if mode == 'refresh' then
+  -- New rules and weights for waiting flows (a policies reload): ARGV[7]
+  -- is a JSON array of {c, l, t, w, r}, r the rules as JSON.
+  for _, x in ipairs(cjson.decode(ARGV[7])) do
+    local k = kflow(x.c, x.l, x.t)
+    if redis.call('EXISTS', k) == 1 then
+      redis.call('HSET', k, 'w', tag(x.w), 'r', x.r)
+    end
   end
   return reply(0, 0)
 end

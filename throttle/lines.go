@@ -186,25 +186,19 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 	case !(a.Weight > 0) || math.IsInf(a.Weight, 0):
 		return fail(fmt.Errorf("%w: weight %v is not a positive number", ErrInvalidPolicy, a.Weight))
 	}
-	checks := make([]Check, len(a.Checks))
-	for i, c := range a.Checks {
-		checks[i] = c.Check
+	if len(a.Checks) == 0 {
+		return fail(fmt.Errorf("%w: no checks", ErrInvalidKey))
 	}
-	keys, group, err := ls.l.resolve(checks)
+	rules, group, err := ls.rules(a.Checks)
 	if err != nil {
 		return fail(err)
 	}
-	rules := make([]lineRule, len(a.Checks))
-	for i, c := range a.Checks {
-		rules[i] = lineRule{Key: keys[i], Limit: c.Policy.Limit, Window: c.Policy.Window.Microseconds(), Cost: c.Cost,
-			Algorithm: c.Policy.Algorithm.String(), Shared: b2i(c.Shared)}
-	}
-	enc, err := json.Marshal(rules)
-	if err != nil {
-		return fail(err)
+	if group != encodeKeyPart(DefaultGroup) {
+		// Dispatch, Flows and Refresh serve the default group's lines.
+		return fail(fmt.Errorf("%w: the fair lines need every key in the default group, %s, not %s", ErrInvalidConfig, DefaultGroup, group))
 	}
 	args := append(ls.args("arrive", group), encodeKeyPart(a.Class), a.Priority, a.Tenant,
-		strconv.FormatFloat(a.Weight, 'g', -1, 64), a.Queue, a.ID, string(enc))
+		strconv.FormatFloat(a.Weight, 'g', -1, 64), a.Queue, a.ID, rules)
 	t, err := ls.run(ctx, group, args)
 	if err != nil {
 		return fail(err)
@@ -238,6 +232,109 @@ func (ls *Lines) Drop(ctx context.Context, id string) error {
 		return fmt.Errorf("throttle: drop %s from the lines: %w", id, err)
 	}
 	return nil
+}
+
+// Flow names the line of one class, priority and tenant.
+type Flow struct {
+	Class    string
+	Priority int
+	Tenant   string
+}
+
+// MaxFlows is the most flows Flows returns.
+const MaxFlows = 10000
+
+// Flows returns the flows of the default group that have tasks waiting,
+// at most MaxFlows of them: those whose rules a policies reload must
+// change (Refresh).
+func (ls *Lines) Flows(ctx context.Context) ([]Flow, error) {
+	if ls.l.err != nil {
+		return nil, ls.l.err
+	}
+	group := encodeKeyPart(DefaultGroup)
+	reply, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, append(ls.args("flows", group), MaxFlows)...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("throttle: list the waiting flows: %w", err)
+	}
+	var out []Flow
+	for i := 4; i+2 < len(reply); i += 3 {
+		c, _ := reply[i].(string)
+		l, _ := reply[i+1].(string)
+		tn, _ := reply[i+2].(string)
+		p, err := strconv.Atoi(l)
+		if err != nil {
+			return nil, fmt.Errorf("throttle: list the waiting flows: priority %q", l)
+		}
+		out = append(out, Flow{Class: c, Priority: p, Tenant: tn})
+	}
+	return out, nil
+}
+
+// FlowRules are the rules and weight that a waiting flow is given anew.
+type FlowRules struct {
+	Flow
+	Weight float64 // 0 is 1
+	Checks []LineCheck
+}
+
+// Refresh gives waiting flows new rules and weights, as a policies reload
+// changes them: the next slots given to their tasks follow them. A flow
+// that no longer waits is left alone; its next task brings its rules.
+func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
+	if ls.l.err != nil {
+		return ls.l.err
+	}
+	type refresh struct {
+		C string  `json:"c"`
+		L int     `json:"l"`
+		T string  `json:"t"`
+		W float64 `json:"w"`
+		R string  `json:"r"`
+	}
+	batch := make([]refresh, 0, len(flows))
+	for _, f := range flows {
+		rules, _, err := ls.rules(f.Checks)
+		if err != nil {
+			return fmt.Errorf("throttle: refresh the rules of %s/%d/%s: %w", f.Class, f.Priority, f.Tenant, err)
+		}
+		w := f.Weight
+		if w == 0 {
+			w = 1
+		}
+		batch = append(batch, refresh{C: f.Class, L: f.Priority, T: f.Tenant, W: w, R: rules})
+	}
+	enc, err := json.Marshal(batch)
+	if err != nil {
+		return fmt.Errorf("throttle: refresh the waiting flows: %w", err)
+	}
+	group := encodeKeyPart(DefaultGroup)
+	if _, err := ls.run(ctx, group, append(ls.args("refresh", group), string(enc))); err != nil {
+		return fmt.Errorf("throttle: refresh the waiting flows: %w", err)
+	}
+	return nil
+}
+
+// rules validates checks and returns them as fair.lua reads them (JSON),
+// and their group.
+func (ls *Lines) rules(lc []LineCheck) (string, string, error) {
+	if len(lc) == 0 {
+		return "[]", encodeKeyPart(DefaultGroup), nil
+	}
+	checks := make([]Check, len(lc))
+	for i, c := range lc {
+		checks[i] = c.Check
+	}
+	keys, group, err := ls.l.resolve(checks)
+	if err != nil {
+		return "", "", err
+	}
+	rules := make([]lineRule, len(lc))
+	for i, c := range lc {
+		rules[i] = lineRule{Key: keys[i], Limit: c.Policy.Limit, Window: c.Policy.Window.Microseconds(), Cost: c.Cost,
+			Algorithm: c.Policy.Algorithm.String(), Shared: b2i(c.Shared)}
+	}
+	enc, err := json.Marshal(rules)
+	return string(enc), group, err
 }
 
 // args returns fair.lua's common ARGV for mode over the lines of group.

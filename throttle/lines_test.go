@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -388,6 +389,54 @@ func TestLinesDrop(t *testing.T) {
 		}
 		if err := s.ls.Drop(ctx, "no-such-task"); err != nil {
 			t.Errorf("dropping a task in no line: %v", err)
+		}
+	})
+}
+
+// TestLinesRefresh: a policies reload that lowers the shared limit applies
+// to the tasks already waiting, through Flows and Refresh: from the first
+// window after it, no window holds more than the new limit, and the rule
+// is still used in full.
+func TestLinesRefresh(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 10, Window: time.Second})
+		s.enqueue("acme", 3, 100)
+		s.enqueue("globex", 2, 100)
+		s.run(3 * time.Second)
+		ctx := context.Background()
+		flows, err := s.ls.Flows(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(flows, func(a, b throttle.Flow) int { return strings.Compare(a.Tenant, b.Tenant) })
+		if want := []throttle.Flow{{"sms:send", 3, "acme"}, {"sms:send", 2, "globex"}}; !slices.Equal(flows, want) {
+			t.Fatalf("Flows = %v, want %v", flows, want)
+		}
+		s.global = throttle.Policy{Limit: 4, Window: time.Second}
+		var refresh []throttle.FlowRules
+		for _, f := range flows {
+			refresh = append(refresh, throttle.FlowRules{Flow: f, Checks: s.checks(f.Tenant)})
+		}
+		if err := s.ls.Refresh(ctx, refresh); err != nil {
+			t.Fatal(err)
+		}
+		before := len(s.sends)
+		s.run(9 * time.Second)
+		var after []int64
+		for _, x := range s.sends[before:] {
+			if x.at >= simStart+4_000_000 {
+				after = append(after, x.at)
+			}
+		}
+		slices.Sort(after)
+		for i := 0; i+4 < len(after); i++ {
+			if after[i+4]-after[i] < 1_000_000 {
+				t.Fatalf("5 sends within a second after the reload to 4 a second, from +%v", time.Duration(after[i]-simStart)*time.Microsecond)
+			}
+		}
+		if n := len(after); n < 19 {
+			t.Errorf("%d sends in the 5 s after the reload's first second, want about 20", n)
 		}
 	})
 }

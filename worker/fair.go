@@ -97,7 +97,11 @@ func (t *Throttle) RunLines(ctx context.Context) {
 	if f == nil {
 		return
 	}
+	var refreshed *policies.Policies
 	for {
+		if cur := t.policies.Current(); cur != refreshed && t.refreshLines(ctx, cur) {
+			refreshed = cur
+		}
 		dctx, cancel := context.WithTimeout(ctx, t.timeout)
 		turn, err := f.lines.Dispatch(dctx)
 		cancel()
@@ -124,6 +128,34 @@ func (t *Throttle) RunLines(ctx context.Context) {
 		case <-timer.C:
 		}
 	}
+}
+
+// refreshLines gives the waiting flows the rules and weights of p, after a
+// reload or at start (the flows keep the rules their last task brought),
+// and reports whether it did.
+func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	flows, err := t.fair.lines.Flows(ctx)
+	if err != nil {
+		t.logger.Debug("could not list the waiting flows to give them the policies' rules", "err", err)
+		return false
+	}
+	refresh := make([]throttle.FlowRules, 0, len(flows))
+	for _, f := range flows {
+		fr := throttle.FlowRules{Flow: f, Weight: p.Weight(f.Tenant)}
+		for _, ap := range p.For(f.Class, f.Tenant) {
+			if !ap.Shadow {
+				fr.Checks = append(fr.Checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared})
+			}
+		}
+		refresh = append(refresh, fr)
+	}
+	if err := t.fair.lines.Refresh(ctx, refresh); err != nil {
+		t.logger.Debug("could not give the waiting flows the policies' rules", "err", err)
+		return false
+	}
+	return true
 }
 
 // admitFair is admit through the fair lines: after any provider hold, the
