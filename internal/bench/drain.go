@@ -223,7 +223,7 @@ type DrainTarget struct {
 // drainStrategy is a way of draining: what the worker processes run.
 type drainStrategy struct {
 	name  string // unique in a run: names its queue and keys
-	kind  string // what the worker processes run: "sluice", "naive" or "per-process"
+	kind  string // what the worker processes run: "sluice", "sluice-fcfs", "naive" or "per-process"
 	about string
 
 	// concurrency is the asynq Concurrency of each worker process; zero
@@ -238,7 +238,13 @@ type drainStrategy struct {
 // limiter keys.
 var drainStrategies = []drainStrategy{{
 	name: "sluice", kind: "sluice",
-	about: "`worker.NewServer` as `cmd/worker` configures it by default: the Throttle middleware asks " +
+	about: "`worker.NewServer` as `cmd/worker` configures it by default, with the fair lines " +
+		"(docs/FAIRNESS.md): a task that cannot go at once waits parked in the retry set, in its tenant's line; " +
+		"slots of the provider rule are given among the waiting tenants by start-time fair queueing, at most a " +
+		"learned lead (150 ms or more) ahead, and a task given one is moved to the front of its queue.",
+}, {
+	name: "sluice-fcfs", kind: "sluice-fcfs",
+	about: "`worker.NewServer` with `--fairness off`, first come, first served: the Throttle middleware asks " +
 		"`AllowInLine` for both rules (windows plus the default margin); a denied task takes a place in line " +
 		"and waits for it in the worker when it is within MaxHold (2 s), else goes back through the retry set " +
 		"timed to return shortly before it.",

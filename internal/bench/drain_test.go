@@ -32,7 +32,7 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 	for _, s := range dr.Strategies {
 		names = append(names, s.Name)
 	}
-	if want := []string{"sluice", "naive", "per-process"}; !slices.Equal(names, want) {
+	if want := []string{"sluice", "sluice-fcfs", "naive", "per-process"}; !slices.Equal(names, want) {
 		t.Fatalf("strategies %q, want %q", names, want)
 	}
 	for _, s := range dr.Strategies {
@@ -73,7 +73,7 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 			if c.Decisions != c.Dequeues || c.Denials != c.Throttled {
 				t.Errorf("%s: %d limiter calls and %d denials for %d runs and %d throttled", where, c.Decisions, c.Denials, c.Dequeues, c.Throttled)
 			}
-		case "sluice":
+		case "sluice", "sluice-fcfs":
 			// A held task asks again in the same run.
 			if c.Decisions < c.Dequeues || c.Throttled > c.Denials {
 				t.Errorf("%s: %d limiter calls, %d denials for %d runs, %d throttled", where, c.Decisions, c.Denials, c.Dequeues, c.Throttled)
@@ -90,7 +90,7 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 	}
 	// Three processes each at the full limits: the provider gets up to
 	// three times the limit in the first window.
-	if pp := dr.Strategies[2]; pp.GlobalViolations == 0 || pp.MaxGlobalInWindow <= dr.ProviderLimit {
+	if pp := dr.Strategies[3]; pp.GlobalViolations == 0 || pp.MaxGlobalInWindow <= dr.ProviderLimit {
 		t.Errorf("per-process: %d arrivals over the provider limit, at most %d in a window; want the limit broken",
 			pp.GlobalViolations, pp.MaxGlobalInWindow)
 	}

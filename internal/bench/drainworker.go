@@ -80,11 +80,16 @@ func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 	errorHandler := asynq.ErrorHandlerFunc(c.handleError)
 
 	switch spec.Strategy {
-	case "sluice":
+	case "sluice", "sluice-fcfs":
+		fairness := worker.FairnessOn
+		if spec.Strategy == "sluice-fcfs" {
+			fairness = worker.FairnessOff
+		}
 		srv, err := worker.NewServer(rdb, worker.Config{
 			ThrottleConfig: worker.ThrottleConfig{
 				Logger:     logger,
 				OnDecision: func(e worker.DecisionEvent) { c.decision(e.Decision.Allowed, e.Decision.Early, e.Err) },
+				Fairness:   fairness,
 			},
 			Policies:        policies.Static(parsed),
 			SMS:             sms,
