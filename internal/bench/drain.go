@@ -138,6 +138,10 @@ type DrainStrategy struct {
 	DenialsPerDelivered  float64 `json:"denials_per_delivered"`
 	DequeuesPerDelivered float64 `json:"dequeues_per_delivered"`
 
+	// Newcomer is the newcomer's wait (see newcomerTenant); nil when the
+	// drain ended before it came.
+	Newcomer *NewcomerResult `json:"newcomer,omitempty"`
+
 	// Processes holds each worker process's own counters.
 	Processes []DrainProcess `json:"processes"`
 
@@ -390,7 +394,8 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 	if err := startDrainProcs(procs, exe, base, dir); err != nil {
 		return DrainStrategy{}, err
 	}
-	if err := awaitDrain(ctx, r, plan, st, procs, provider, start); err != nil {
+	newcomer, err := awaitDrain(ctx, r, plan, st, procs, provider, start, queue)
+	if err != nil {
 		return DrainStrategy{}, err
 	}
 	receipts := provider.Receipts()
@@ -399,6 +404,9 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 	got := DrainStrategy{Name: st.name, About: st.about, Concurrency: st.concurrency, EnqueueSeconds: enqueueTime.Seconds()}
 	got.collect(r, procs)
 	got.setDelivery(plan, drainDelivery(plan, start, receipts), stopped)
+	if !newcomer.IsZero() {
+		got.Newcomer = newcomerResult(start, newcomer, receipts)
+	}
 	return got, nil
 }
 
@@ -419,10 +427,14 @@ func startDrainProcs(procs []*drainProc, exe string, base drainWorkerSpec, dir s
 }
 
 // awaitDrain waits until provider has received every task of the plan
-// once, or the plan's deadline from start has passed, logging progress
-// every 10 s. It fails when ctx ends or a worker process exits early.
-func awaitDrain(ctx context.Context, r *runner, plan *drainPlan, st drainStrategy, procs []*drainProc, provider *sink.Sink, start time.Time) error {
+// once, and the newcomer's, or the plan's deadline from start has passed,
+// logging progress every 10 s. It enqueues the newcomer's tasks on queue
+// when their time comes, and returns when it did (zero if it did not). It
+// fails when ctx ends or a worker process exits early.
+func awaitDrain(ctx context.Context, r *runner, plan *drainPlan, st drainStrategy, procs []*drainProc, provider *sink.Sink,
+	start time.Time, queue string) (newcomer time.Time, err error) {
 	deadline := start.Add(plan.deadline())
+	want := plan.sc.tasks
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	progress := time.NewTicker(10 * time.Second)
@@ -430,14 +442,20 @@ func awaitDrain(ctx context.Context, r *runner, plan *drainPlan, st drainStrateg
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return newcomer, ctx.Err()
 		case now := <-poll.C:
-			if provider.Unique() >= plan.sc.tasks || now.After(deadline) {
-				return nil
+			if newcomer.IsZero() && now.Sub(start) >= newcomerAt(plan) && provider.Unique() < want {
+				if newcomer, err = enqueueNewcomer(ctx, r.rdb, queue); err != nil {
+					return newcomer, err
+				}
+				want += newcomerTasks
+			}
+			if provider.Unique() >= want || now.After(deadline) {
+				return newcomer, nil
 			}
 			for _, p := range procs {
 				if p.exited() {
-					return fmt.Errorf("worker process %d exited early: %v; its output ends:\n%s", p.spec.Process, p.err, p.output.String())
+					return newcomer, fmt.Errorf("worker process %d exited early: %v; its output ends:\n%s", p.spec.Process, p.err, p.output.String())
 				}
 			}
 		case now := <-progress.C:

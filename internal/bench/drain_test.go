@@ -62,8 +62,18 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 		}
 		// Every task was sent once and the provider never failed; every
 		// run either sent or returned throttled; every send was admitted.
+		if s.Newcomer == nil {
+			t.Errorf("%s: no newcomer: it comes a third of the way through the ideal drain", where)
+		}
 		c := s.DrainCounts
-		if c.Sends != int64(dr.Tasks) || c.SendErrors != 0 || c.Failed != 0 || c.LimiterErrors != 0 ||
+		sends := int64(dr.Tasks)
+		if s.Newcomer != nil {
+			sends += newcomerTasks
+			if len(s.Newcomer.WaitsMs) != newcomerTasks {
+				t.Errorf("%s: the newcomer's waits %v, want %d", where, s.Newcomer.WaitsMs, newcomerTasks)
+			}
+		}
+		if c.Sends != sends || c.SendErrors != 0 || c.Failed != 0 || c.LimiterErrors != 0 ||
 			c.Admissions != c.Sends || c.Decisions != c.Admissions+c.Denials || c.Dequeues != c.Sends+c.Throttled {
 			t.Errorf("%s: counters %+v", where, c)
 		}

@@ -278,15 +278,15 @@ func drainDelivery(p *drainPlan, start time.Time, receipts []sink.Receipt) deliv
 		all = append(all, r.At)
 		t, ok := tenantOf[r.Tenant]
 		if !ok {
-			continue // not a task of the plan: counted in all, no tenant's
+			continue // not a task of the plan (the newcomer's): counted in all, no tenant's
 		}
+		d.received++
 		byTenant[t] = append(byTenant[t], r.At)
 		if _, seen := firstAt[r.ID]; !seen {
 			firstAt[r.ID] = r.At
 			deliveries[t] = append(deliveries[t], r.At)
 		}
 	}
-	d.received = len(receipts)
 	d.delivered = len(firstAt)
 	d.drained = d.delivered >= sc.tasks
 	d.globalOver = arrivals.OverLimit(all, sc.window, sc.providerLimit)

@@ -22,6 +22,7 @@ func reportDrain(w io.Writer, res *Results) {
 	reportDrainSetup(w, dr)
 	reportDrainTargets(w, dr)
 	reportDrainResults(w, dr)
+	reportNewcomer(w, dr)
 	reportDrainCounts(w, dr)
 	window := seconds(dr.WindowSeconds)
 	fmt.Fprintf(w, "\nThe plots: for each %v of the drain, the most arrivals at the provider in any window of %v that "+
@@ -128,6 +129,35 @@ func reportDrainResults(w io.Writer, dr *DrainResult) {
 			thousands(s.LatenessP50Ms), thousands(s.MarginLatenessP50Ms), thousands(s.LatenessP99Ms), thousands(s.MarginLatenessP99Ms),
 			thousands(s.LatenessMaxMs))
 	}
+}
+
+// reportNewcomer writes the table of the newcomer's wait in each
+// strategy's drain.
+func reportNewcomer(w io.Writer, dr *DrainResult) {
+	fmt.Fprintf(w, "\nA newcomer: a third of the way through the ideal drain, a tenant with nothing waiting enqueues %d SMS "+
+		"behind the backlog. Its wait is from its enqueue to the provider; *backlog ahead* counts the backlog's arrivals "+
+		"between that enqueue and the newcomer's last arrival. The bound for fair service is the provider rule's slot "+
+		"(window ÷ limit) plus the fetch interval plus 100 ms: %s ms here.\n\n", newcomerTasks, thousands(newcomerBoundMs(dr)))
+	fmt.Fprintf(w, "| strategy | enqueued at s | waits ms | most ms | backlog ahead |\n|---|---:|---|---:|---:|\n")
+	for _, s := range dr.Strategies {
+		nr := s.Newcomer
+		if nr == nil {
+			fmt.Fprintf(w, "| %s | not enqueued: the drain ended first | | | |\n", s.Name)
+			continue
+		}
+		waits := make([]string, len(nr.WaitsMs))
+		for i, ms := range nr.WaitsMs {
+			waits[i] = thousands(ms)
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %s | %s | %s |\n", s.Name, nr.AtSeconds, strings.Join(waits, ", "), thousands(nr.MaxWaitMs),
+			thousands(float64(nr.BacklogAhead)))
+	}
+}
+
+// newcomerBoundMs is the newcomer's bound in ms: a slot of the provider
+// rule, the fetch interval and 100 ms.
+func newcomerBoundMs(dr *DrainResult) float64 {
+	return dr.WindowSeconds*1000/float64(dr.ProviderLimit) + dr.TaskCheckIntervalMs + 100
 }
 
 // reportDrainCounts writes the table of what the worker processes of
