@@ -472,6 +472,58 @@ local function step(c, out, here)
   return mine
 end
 
+-- takeOver gives `here`, the task at the calling worker, the place of the
+-- earliest grant not yet claimed that it is owed, when here's flow is the
+-- first of its level, no more urgent level waits and here's flow holds no
+-- grant ahead: a grant of a less urgent level of its class, or one of a
+-- flow of its level that holds two or more of the grants ahead (the
+-- places given within the lead, which a newcomer would otherwise wait
+-- for). The bumped task returns to the head of its flow (takeBack) and is
+-- given a place again when it comes; here is granted that place only if
+-- its own rules allow it there. It returns here's place, or false.
+local function takeOver(c, f, here)
+  local head = redis.call('LINDEX', kline(c, f.l, f.tn), 0)
+  local s = tonumber(redis.call('ZSCORE', kready(c, f.l), f.tn))
+  if not head or unentry(head).id ~= here or not s or redis.call('ZRANGE', kready(c, f.l), 0, 0)[1] ~= f.tn then
+    return false
+  end
+  for l = 1, f.l - 1 do
+    if redis.call('EXISTS', kready(c, l)) == 1 then
+      return false
+    end
+  end
+  local ahead, held = {}, {}
+  for _, gid in ipairs(redis.call('ZRANGE', kgrants, num(now), num(now + leadOf(c)), 'BYSCORE', 'LIMIT', 0, 4 * scan)) do
+    local raw = redis.call('HGET', ktasks, gid)
+    local g = raw and cjson.decode(raw)
+    if g and g.s == 'G' and g.c == c then
+      local who = g.l .. ':' .. g.t
+      held[who] = (held[who] or 0) + 1
+      ahead[#ahead + 1] = {id = gid, g = g, who = who}
+    end
+  end
+  if held[f.l .. ':' .. f.tn] then
+    return false
+  end
+  for _, a in ipairs(ahead) do
+    local g = a.g
+    if g.l > f.l or (g.l == f.l and held[a.who] >= 2) then
+      local p = tonumber(g.p)
+      if earliest(f, p, false) > p then
+        return false -- its own rules do not allow it there
+      end
+      takeBack(a.id, g)
+      local own, shared = earliest(f, p, false)
+      if own > p or shared > p then
+        return false
+      end
+      grant(f, s, p, here)
+      return p
+    end
+  end
+  return false
+end
+
 -- nextWake returns the microseconds from now until some class or grant
 -- needs a call, or -1 when nothing waits.
 local function nextWake()
@@ -616,7 +668,7 @@ else
   waiting(flow(task.c, task.l, task.t))
 end
 
-local mine = step(c, out, id)
+local mine = step(c, out, id) or takeOver(c, f, id)
 if mine then
   if mine == now then
     return reply(1, 0)

@@ -440,3 +440,33 @@ func TestLinesRefresh(t *testing.T) {
 		}
 	})
 }
+
+// TestLinesTakeOver: when the lead is long (granted tasks take 400 ms to
+// reach a worker), the places given up to it are held by tasks on their
+// way; a newcomer at a worker takes over the earliest of them, instead of
+// waiting for the lead and a slot, and the bumped task is placed again
+// when it comes. Every task is still sent once, within the limits.
+func TestLinesTakeOver(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 10, Window: time.Second})
+		s.fetch = 400_000
+		s.enqueue("acme", 3, 100)
+		s.run(3 * time.Second)
+		ids := s.enqueue("initech", 3, 1)
+		s.run(14 * time.Second)
+		s.checkWindows()
+		if len(s.sends) != 101 {
+			t.Errorf("%d of 101 tasks sent", len(s.sends))
+		}
+		i := slices.IndexFunc(s.sends, func(x simSend) bool { return x.id == ids[0] })
+		if i < 0 {
+			t.Fatalf("the newcomer was not sent")
+		}
+		// The bound, a slot plus the fetch interval (none here)
+		// plus 100 ms; without taking over, the lead and a slot, 550 ms.
+		if wait := time.Duration(s.sends[i].at-simStart)*time.Microsecond - 3*time.Second; wait > 200*time.Millisecond {
+			t.Errorf("the newcomer waited %v with a lead of 450 ms, want at most a slot plus 100 ms: it takes over a place", wait)
+		}
+	})
+}
