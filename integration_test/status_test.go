@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,13 +161,22 @@ func TestStatusPageInBrowser(t *testing.T) {
 
 	// The page once this worker has seen both tenants and each has tasks
 	// waiting in the retry set.
+	// A busy machine can be slow to render it: the wait is long, and on
+	// a failure the test says what the page last showed.
 	var page statusDOM
-	waitFor(t, 30*time.Second, "a status page with both tenants waiting in the retry set", nil, func() bool {
+	seen := "nothing: no load succeeded"
+	defer func() {
+		if t.Failed() {
+			t.Logf("the status page last seen: %s", seen)
+		}
+	}()
+	waitFor(t, 60*time.Second, "a status page with both tenants waiting in the retry set", nil, func() bool {
 		var err error
 		if page, err = loadStatus(ctx, url); err != nil {
 			t.Logf("load %s: %v", url, err)
 			return false
 		}
+		seen = fmt.Sprintf("%+v", page)
 		if len(page.Tenants) != len(tenants) {
 			return false
 		}
