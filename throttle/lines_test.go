@@ -206,6 +206,17 @@ func (s *lineSim) checkWindows() {
 	}
 }
 
+// checkShares fails t unless each tenant's sends over 10 windows, in c,
+// are within 10% of its share in want.
+func checkShares(t *testing.T, c map[string]int, want map[string]float64) {
+	t.Helper()
+	for tenant, w := range want {
+		if got := float64(c[tenant]); got < w*0.9 || got > w*1.1 {
+			t.Errorf("%s: %v sends over 10 windows, want %v ± 10%% (all: %v)", tenant, got, w, c)
+		}
+	}
+}
+
 // jain is Jain's fairness index of xs: 1 when all are equal.
 func jain(xs ...float64) float64 {
 	var sum, sq float64
@@ -283,12 +294,7 @@ func TestLinesWeights(t *testing.T) {
 		s.enqueue("globex", 3, 150)
 		s.run(12 * time.Second)
 		s.checkWindows()
-		c := s.count(time.Second, 11*time.Second)
-		for tenant, want := range map[string]float64{"acme": 60, "globex": 20} {
-			if got := float64(c[tenant]); got < want*0.9 || got > want*1.1 {
-				t.Errorf("%s: %v sends over 10 windows, want %v ± 10%% (all: %v)", tenant, got, want, c)
-			}
-		}
+		checkShares(t, s.count(time.Second, 11*time.Second), map[string]float64{"acme": 60, "globex": 20})
 	})
 }
 
@@ -304,12 +310,7 @@ func TestLinesMaxMin(t *testing.T) {
 		}
 		s.run(12 * time.Second)
 		s.checkWindows()
-		c := s.count(time.Second, 11*time.Second)
-		for tenant, want := range map[string]float64{"acme": 10, "globex": 20, "initech": 20} {
-			if got := float64(c[tenant]); got < want*0.9 || got > want*1.1 {
-				t.Errorf("%s: %v sends over 10 windows, want %v ± 10%% (all: %v)", tenant, got, want, c)
-			}
-		}
+		checkShares(t, s.count(time.Second, 11*time.Second), map[string]float64{"acme": 10, "globex": 20, "initech": 20})
 	})
 }
 

@@ -249,16 +249,5 @@ func (t *Throttle) waitHold(ctx context.Context, holdKey string) error {
 // waitPlace waits d for a place the lines gave (at most their lead), unless
 // ctx ends or Stop is called first.
 func (t *Throttle) waitPlace(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-	case <-t.stopping:
-	}
-	return false
+	return d <= 0 || t.sleep(ctx, d)
 }

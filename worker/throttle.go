@@ -389,6 +389,12 @@ func (t *Throttle) wait(ctx context.Context, d time.Duration) bool {
 	if deadline, ok := ctx.Deadline(); ok && d > time.Until(deadline)/2 {
 		return false
 	}
+	return t.sleep(ctx, d)
+}
+
+// sleep waits d, and reports whether it did: false when ctx ended or Stop
+// was called first.
+func (t *Throttle) sleep(ctx context.Context, d time.Duration) bool {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
