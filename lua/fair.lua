@@ -30,7 +30,7 @@ s = shared (1) or the tenant's own (0)}. Counter rules (not 'sliding-log')
 reserve nothing: they are checked now and recorded when the grant is given.
 
 KEYS[1]   any key of the hash tag, for routing: <base>qw
-ARGV[1]   'arrive', 'dispatch', 'drop', 'flows' or 'refresh'
+ARGV[1]   'arrive', 'dispatch', 'drop', 'granted', 'flows' or 'refresh'
 ARGV[2]   base
 ARGV[3]   lead, us: how far ahead a parked task may be given a place, at
           least (a class learns a longer one from late deliveries)
@@ -43,6 +43,8 @@ ARGV[7]   class      ARGV[8]  level      ARGV[9]  tenant
 ARGV[10]  weight     ARGV[11] queue      ARGV[12] task id
 ARGV[13]  rules, JSON array of rules as above
 drop only: a task that no longer exists
+ARGV[7]   task id
+granted only: whether a task holds a grant not yet claimed (outcome 1)
 ARGV[7]   task id
 flows only: list the waiting flows
 ARGV[7]   at most this many; the reply's qi, idi are then triples
@@ -100,7 +102,7 @@ local pruned = {}
 -- free returns the earliest time at or after `at` at which rule r has room
 -- for its cost, counting every member (places included). A counter rule is
 -- asked now: room now counts as room at `at`.
-local function free(r, at)
+local function free(r, at, lead)
   if r.a == 'sliding-log' then
     if not pruned[r.k] then
       redis.call('ZREMRANGEBYSCORE', r.k, '-inf', now - r.w)
@@ -113,12 +115,16 @@ local function free(r, at)
     local m = redis.call('ZRANGE', r.k, '(' .. num(at - r.w), '+inf', 'BYSCORE', 'LIMIT', over - 1, 1, 'WITHSCORES')
     return math.max(at, tonumber(m[2]) + r.w)
   end
+  -- A counter reserves nothing and is recorded now (record): it counts as
+  -- room only when it allows now. Denied, it has room `retry` from now;
+  -- the time is put a lead later, so that the flow (or, for a shared
+  -- rule, the class) waits until then to be looked at again.
   counters()
   local allowed, _, retry = counter_check(r.a, r.k, r.l, r.w, r.c, now)
   if allowed == 1 then
     return at
   end
-  return math.max(at, now + retry)
+  return math.max(at, now + retry + (lead or 0))
 end
 
 -- expire makes log key k live until its member at p has left the window.
@@ -207,6 +213,9 @@ local function leadOf(c)
 end
 
 local function learn(c, delivery)
+  if delivery > 2 * maxLead then
+    return -- a stale sample (its task came back from a long park): not a delivery
+  end
   local want, lead = math.min(maxLead, math.max(minLead, delivery + 50000)), leadOf(c)
   if want > lead then
     lead = want
@@ -287,9 +296,9 @@ end
 -- never more than a slot interval away for a flow that starts waiting. A
 -- rule with room to spare, such as a large daily quota, is not paced.
 local function earliest(f, at, paced)
-  local own, shared = at, at
+  local own, shared, lead = at, at, leadOf(f.c)
   for _, r in ipairs(f.rules) do
-    local x = free(r, at)
+    local x = free(r, at, lead)
     if r.s == 1 then
       shared = math.max(shared, x)
       if paced and r.a == 'sliding-log' then
@@ -557,6 +566,15 @@ if mode == 'dispatch' then
   local due = redis.call('ZRANGE', kwake, '-inf', num(now), 'BYSCORE', 'LIMIT', 0, 8)
   for _, c in ipairs(due) do
     step(c, out)
+  end
+  return reply(0, 0)
+end
+
+if mode == 'granted' then
+  -- Whether task ARGV[7] holds a grant not yet claimed: outcome 1, else 0.
+  local raw = redis.call('HGET', ktasks, ARGV[7])
+  if raw and cjson.decode(raw).s == 'G' then
+    return reply(1, 0)
   end
   return reply(0, 0)
 end

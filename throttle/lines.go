@@ -234,6 +234,21 @@ func (ls *Lines) Drop(ctx context.Context, id string) error {
 	return nil
 }
 
+// Granted reports whether task id holds a grant its task has not claimed
+// yet: a mover that could not move the task at once tries again only
+// while it does.
+func (ls *Lines) Granted(ctx context.Context, id string) (bool, error) {
+	if ls.l.err != nil {
+		return false, ls.l.err
+	}
+	group := encodeKeyPart(DefaultGroup)
+	t, err := ls.run(ctx, group, append(ls.args("granted", group), id))
+	if err != nil {
+		return false, fmt.Errorf("throttle: is %s granted: %w", id, err)
+	}
+	return t.Outcome == 1, nil
+}
+
 // Flow names the line of one class, priority and tenant.
 type Flow struct {
 	Class    string

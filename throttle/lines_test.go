@@ -471,3 +471,25 @@ func TestLinesTakeOver(t *testing.T) {
 		}
 	})
 }
+
+// TestLinesCounterRule: a shared rule of a counter algorithm (here the
+// fixed window, 10 a second) gives a slot only when it allows one now,
+// and records it then: over 5 windows a backlog gets the rule's 50 sends,
+// give or take the one window a grant may be recorded ahead of its send,
+// never more.
+func TestLinesCounterRule(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 10, Window: time.Second, Algorithm: throttle.FixedWindow})
+		s.enqueue("acme", 3, 100)
+		s.enqueue("globex", 3, 100)
+		s.run(5 * time.Second)
+		if n := len(s.sends); n < 40 || n > 60 {
+			t.Errorf("%d sends in 5 windows of a fixed window of 10, want 50 give or take a window", n)
+		}
+		c := s.count(0, 5*time.Second)
+		if j := jain(float64(c["acme"]), float64(c["globex"])); j < 0.95 {
+			t.Errorf("sends %v: Jain's index %.3f", c, j)
+		}
+	})
+}

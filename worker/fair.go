@@ -36,17 +36,22 @@ const (
 )
 
 // move moves each granted task to the front of its queue. A task that no
-// longer exists leaves the lines; one still active is tried again shortly,
-// in the background.
+// longer exists or cannot run (archived, completed) leaves the lines; one
+// still active is tried again shortly, in the background, while its grant
+// is still unclaimed.
 func (f *fairLines) move(ctx context.Context, grants []throttle.Grant) {
 	for _, g := range grants {
 		if f.moveOne(ctx, g) {
 			continue
 		}
 		go func() {
+			ctx := context.WithoutCancel(ctx)
 			for range moveRetries {
 				time.Sleep(moveRetryDelay)
-				if f.moveOne(context.WithoutCancel(ctx), g) {
+				// Claimed meanwhile (it was fetched, and sent), the task
+				// must not be moved again: it may be waiting out a real
+				// failure's backoff.
+				if held, err := f.lines.Granted(ctx, g.ID); err != nil || !held || f.moveOne(ctx, g) {
 					return
 				}
 			}
@@ -56,19 +61,19 @@ func (f *fairLines) move(ctx context.Context, grants []throttle.Grant) {
 }
 
 // moveOne moves one granted task, and reports whether that is settled
-// (moved, already pending, gone, or an error logged); false means the task
-// is still active and may be tried again.
+// (moved, dropped, or an error logged); false means the task is still
+// active and may be tried again.
 func (f *fairLines) moveOne(ctx context.Context, g throttle.Grant) bool {
 	res, err := toFront(ctx, f.rdb, g.Queue, g.ID)
 	switch {
 	case err != nil:
 		f.logger.Debug("could not move a granted task to the front of its queue; its grant will be taken back",
 			"task", g.ID, "queue", g.Queue, "err", err)
-	case res == frontGone:
+	case res == frontGone || res == frontCannotRun:
 		if err := f.lines.Drop(ctx, g.ID); err != nil {
-			f.logger.Debug("could not drop a deleted task from the lines", "task", g.ID, "err", err)
+			f.logger.Debug("could not drop a task that cannot run from the lines", "task", g.ID, "err", err)
 		}
-	case res == frontAway:
+	case res == frontActive:
 		return false
 	}
 	return true
@@ -207,7 +212,7 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 			return nil
 		}
 		// Its place passes unused: it comes back as a new arrival.
-		return &provider.ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: ctx.Err()}
+		return &provider.ThrottledError{RetryAfter: t.backoff, By: "place too close to the task's deadline, or task cancelled", Err: ctx.Err()}
 	}
 	t.fair.wake()
 	return &provider.ThrottledError{RetryAfter: t.fair.park, By: "rule " + applied[by].Rule}
@@ -247,7 +252,15 @@ func (t *Throttle) waitHold(ctx context.Context, holdKey string) error {
 }
 
 // waitPlace waits d for a place the lines gave (at most their lead), unless
-// ctx ends or Stop is called first.
+// it is more than half the time left before ctx's deadline, or ctx ends or
+// Stop is called first.
 func (t *Throttle) waitPlace(ctx context.Context, d time.Duration) bool {
-	return d <= 0 || t.sleep(ctx, d)
+	if d <= 0 {
+		return true
+	}
+	// As wait: asynq counts a deadline that passes as a failure.
+	if deadline, ok := ctx.Deadline(); ok && d > time.Until(deadline)/2 {
+		return false
+	}
+	return t.sleep(ctx, d)
 }

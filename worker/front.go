@@ -21,27 +21,28 @@ import (
 //
 // KEYS[1] the task's hash, KEYS[2] the pending list, KEYS[3] the retry
 // set, KEYS[4] the scheduled set; ARGV[1] the task id, ARGV[2] now in Unix
-// nanoseconds. Reply: 1 moved; 2 already pending (nothing to do); 0 the
-// task does not exist; -1 it is elsewhere (active: its worker has not
-// handed it back yet; or archived, completed, aggregating).
+// nanoseconds. A task already pending (its park ended, and asynq put it at
+// the back) is moved to the front too. Reply: 1 moved; 0 the task does not
+// exist; -1 it is active (its worker has not handed it back yet); -2 it
+// cannot run (archived, completed, aggregating).
 var frontScript = redis.NewScript(`
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then
   return 0
 end
+if state == 'active' then
+  return -1
+end
+local removed = 0
 if state == 'pending' then
-  return 2
-end
-local set
-if state == 'retry' then
-  set = KEYS[3]
+  removed = redis.call('LREM', KEYS[2], 1, ARGV[1])
+elseif state == 'retry' then
+  removed = redis.call('ZREM', KEYS[3], ARGV[1])
 elseif state == 'scheduled' then
-  set = KEYS[4]
-else
-  return -1
+  removed = redis.call('ZREM', KEYS[4], ARGV[1])
 end
-if redis.call('ZREM', set, ARGV[1]) == 0 then
-  return -1
+if removed == 0 then
+  return -2
 end
 redis.call('RPUSH', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'pending', 'pending_since', ARGV[2])
@@ -50,10 +51,10 @@ return 1
 
 // Results of frontScript.
 const (
-	frontMoved   = 1
-	frontPending = 2
-	frontGone    = 0
-	frontAway    = -1
+	frontMoved     = 1
+	frontGone      = 0
+	frontActive    = -1
+	frontCannotRun = -2
 )
 
 // toFront moves the task id of queue to the front of its pending list and

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,10 +13,10 @@ import (
 )
 
 // TestFrontOfQueue holds worker/front.go to the asynq it is built on: a
-// scheduled task moved to the front of its queue is pending, and the next
-// task an asynq server runs, ahead of those enqueued before it; a task
-// already pending, one that does not exist and one archived are told
-// apart.
+// scheduled task, and a pending one at the back, moved to the front of
+// their queue are pending, and the next tasks an asynq server runs, ahead
+// of those enqueued before them; a task that does not exist and one
+// archived are told apart.
 func TestFrontOfQueue(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
@@ -30,9 +31,14 @@ func TestFrontOfQueue(t *testing.T) {
 	if _, err := client.EnqueueContext(ctx, asynq.NewTask("t", nil), asynq.Queue(q), asynq.TaskID("late"), asynq.ProcessIn(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[string]int64{"late": 1, "b1": 2, "none": 0} {
-		if got, err := worker.ToFront(ctx, rdb, q, id); err != nil || got != want {
-			t.Errorf("ToFront(%s) = %d, %v; want %d", id, got, err, want)
+	// The scheduled task, then the last of the pending ones: each goes to
+	// the front, the second ahead of the first.
+	for _, c := range []struct {
+		id   string
+		want int64
+	}{{"late", 1}, {"b3", 1}, {"none", 0}} {
+		if got, err := worker.ToFront(ctx, rdb, q, c.id); err != nil || got != c.want {
+			t.Errorf("ToFront(%s) = %d, %v; want %d", c.id, got, err, c.want)
 		}
 	}
 	insp := asynq.NewInspectorFromRedisClient(rdb)
@@ -59,8 +65,8 @@ func TestFrontOfQueue(t *testing.T) {
 			t.Fatalf("ran %v, then nothing for 10 s", order)
 		}
 	}
-	if order[0] != "late" {
-		t.Errorf("asynq ran %v: want the task moved to the front first", order)
+	if want := []string{"b3", "late", "b1", "b2"}; !slices.Equal(order, want) {
+		t.Errorf("asynq ran %v, want %v: the tasks moved to the front first, the last moved first", order, want)
 	}
 	if _, err := client.EnqueueContext(ctx, asynq.NewTask("t", nil), asynq.Queue(q), asynq.TaskID("old"), asynq.ProcessIn(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -68,7 +74,7 @@ func TestFrontOfQueue(t *testing.T) {
 	if err := insp.ArchiveTask(q, "old"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := worker.ToFront(ctx, rdb, q, "old"); err != nil || got != -1 {
-		t.Errorf("ToFront of an archived task = %d, %v; want -1", got, err)
+	if got, err := worker.ToFront(ctx, rdb, q, "old"); err != nil || got != -2 {
+		t.Errorf("ToFront of an archived task = %d, %v; want -2: it cannot run", got, err)
 	}
 }
