@@ -71,6 +71,10 @@ local mode, base = ARGV[1], ARGV[2]
 local minLead, tolerance = tonumber(ARGV[3]), tonumber(ARGV[4])
 local most, reserve = tonumber(ARGV[5]), tonumber(ARGV[6])
 local levels = 5
+-- A flow's hash (its finish tag, weight and rules) goes a day after it was
+-- last written, by an arrival, a grant or a take-back: a tenant that stops
+-- waiting leaves nothing behind, and one that comes back starts afresh.
+local flowTTL = 86400000
 local scan = 16 -- flows of a level looked at in one pick
 local kwake, ktasks, kgrants = base .. 'qw', base .. 'qt', base .. 'qg'
 
@@ -187,7 +191,7 @@ local function flow(c, l, tn)
   if not f then
     local h = redis.call('HMGET', k, 'f', 'w', 'r')
     f = {c = c, l = l, tn = tn, key = k, f = tonumber(h[1]) or 0, w = tonumber(h[2]) or 1,
-      rules = h[3] and cjson.decode(h[3]) or {}}
+      rules = h[3] and cjson.decode(h[3]) or {}, known = h[3] ~= nil}
     flows[k] = f
   end
   return f
@@ -255,6 +259,7 @@ local function takeBack(id, g)
   redis.call('LPUSH', kline(g.c, g.l, g.t), entry(g.q, id))
   f.f = math.max(0, f.f - 1 / f.w)
   redis.call('HSET', f.key, 'f', tag(f.f))
+  redis.call('PEXPIRE', f.key, flowTTL)
   redis.call('ZREM', kready(f.c, f.l), f.tn)
   redis.call('ZREM', kblocked(f.c), f.l .. ':' .. f.tn)
   ready(f, math.max(tonumber(g.S), f.f))
@@ -383,6 +388,7 @@ local function grant(f, s, p, here)
   redis.call('HSET', kclass(f.c), 'v' .. f.l, tag(s))
   f.f = s + 1 / f.w
   redis.call('HSET', f.key, 'f', tag(f.f))
+  redis.call('PEXPIRE', f.key, flowTTL)
   if redis.call('LLEN', kline(f.c, f.l, f.tn)) > 0 then
     ready(f, f.f)
   else
@@ -412,7 +418,12 @@ local function pick(c, levelsInOrder, here)
           at = now -- at a worker already: it needs no time to arrive
         end
         local own, shared = earliest(f, at, true)
-        if shared > horizon then
+        if not f.known then
+          -- Its rules are gone (its hash expired): not given a slot blind;
+          -- its next task to come brings them.
+          own = now + lead + 60000000
+        end
+        if shared > horizon and f.known then
           -- The class's shared rules are full until then, for every flow.
           return nil, shared, changed
         elseif own > horizon then
@@ -637,8 +648,9 @@ end
 local c, l, tn = ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local weight, queue, id = tonumber(ARGV[10]), ARGV[11], ARGV[12]
 local f = flow(c, l, tn)
-f.w, f.rules = weight, cjson.decode(ARGV[13])
+f.w, f.rules, f.known = weight, cjson.decode(ARGV[13]), true
 redis.call('HSET', f.key, 'w', tag(weight), 'r', ARGV[13], 'f', tag(f.f))
+redis.call('PEXPIRE', f.key, flowTTL)
 
 local raw = redis.call('HGET', ktasks, id)
 local task = raw and cjson.decode(raw)
