@@ -67,6 +67,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	workerTasks := fs.Int("worker-tasks", bench.DefaultWorkerTasks, "tasks per round of the worker section")
 	workerConcurrency := fs.Int("worker-concurrency", bench.DefaultWorkerConcurrency, "asynq Concurrency of both servers of the worker section")
 	drainShort := fs.Bool("drain-short", false, "run the drain section's short scenario (600 tasks, about 6 s a strategy) instead of the full one")
+	drainSlow := fs.Bool("drain-slow", false, "run the drain section's slow-provider scenario (1,200 tasks of 20 tenants, answers after 250 ms) instead of the full one")
 	drainConcurrency := fs.Int("drain-concurrency", bench.DefaultDrainConcurrency, "asynq Concurrency of each worker process of the drain section")
 	only := fs.String("only", strings.Join(bench.Sections(), ","), "sections to run, comma-separated")
 	fs.Usage = cli.Usage(fs, synopsis, env)
@@ -96,6 +97,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		WorkerConcurrency: *workerConcurrency,
 
 		DrainShort:       *drainShort,
+		DrainSlow:        *drainSlow,
 		DrainConcurrency: *drainConcurrency,
 
 		Sections: strings.Split(*only, ","),

@@ -86,6 +86,12 @@ type Config struct {
 	// one (10,000 tasks, 50 tenants, about 50 s a strategy).
 	DrainShort bool
 
+	// DrainSlow runs the drain section's slow-provider scenario instead:
+	// 1,200 tasks of 20 tenants with equal backlogs, a provider that
+	// answers each request after 250 ms (fair service's utilization
+	// target, docs/FAIRNESS.md).
+	DrainSlow bool
+
 	// DrainConcurrency is asynq's Config.Concurrency of each worker process
 	// of the drain section; zero means DefaultDrainConcurrency.
 	DrainConcurrency int
@@ -165,6 +171,7 @@ type Settings struct {
 	WorkerTasks       int      `json:"worker_tasks"`       // per round of the worker section
 	WorkerConcurrency int      `json:"worker_concurrency"` // asynq Concurrency of the worker section
 	DrainShort        bool     `json:"drain_short"`        // the drain section's short scenario
+	DrainSlow         bool     `json:"drain_slow"`         // the drain section's slow-provider scenario
 	DrainConcurrency  int      `json:"drain_concurrency"`  // asynq Concurrency of each worker process of the drain section
 	PoolSize          int      `json:"pool_size"`          // go-redis PoolSize of the limiter section, shared by its contenders
 	Command           string   `json:"command"`            // the command that reruns these settings
@@ -196,6 +203,9 @@ func (cfg Config) Validate() error {
 func withDefaults(cfg Config) (Config, error) {
 	if cfg.Duration < 0 || cfg.Warmup < 0 || cfg.Repeat < 0 || cfg.Keys < 0 || cfg.WorkerTasks < 0 || cfg.WorkerConcurrency < 0 || cfg.DrainConcurrency < 0 {
 		return cfg, errors.New("bench: negative duration, warm-up, repeat, keys, worker tasks, worker concurrency or drain concurrency")
+	}
+	if cfg.DrainShort && cfg.DrainSlow {
+		return cfg, errors.New("bench: the drain's short and slow-provider scenarios are two: choose one")
 	}
 	cfg.Duration = cmp.Or(cfg.Duration, DefaultDuration)
 	cfg.Warmup = cmp.Or(cfg.Warmup, DefaultWarmup)
@@ -293,6 +303,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			WorkerTasks:       cfg.WorkerTasks,
 			WorkerConcurrency: cfg.WorkerConcurrency,
 			DrainShort:        cfg.DrainShort,
+			DrainSlow:         cfg.DrainSlow,
 			DrainConcurrency:  cfg.DrainConcurrency,
 			PoolSize:          opt.PoolSize,
 			Command:           command(cfg),
@@ -347,6 +358,9 @@ func command(cfg Config) string {
 	if slices.Contains(cfg.Sections, "drain") {
 		if cfg.DrainShort {
 			b.WriteString(" --drain-short")
+		}
+		if cfg.DrainSlow {
+			b.WriteString(" --drain-slow")
 		}
 		fmt.Fprintf(&b, " --drain-concurrency %d", cfg.DrainConcurrency)
 	}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"time"
@@ -51,7 +53,7 @@ const (
 // under a quota per tenant and a limit for the provider, drained by worker
 // processes through a recording provider, once per strategy.
 type DrainResult struct {
-	Mode        string  `json:"mode"` // "full" (the default) or "short" (Config.DrainShort)
+	Mode        string  `json:"mode"` // "full" (the default), "short" (Config.DrainShort) or "slow" (Config.DrainSlow)
 	Tasks       int     `json:"tasks"`
 	Tenants     int     `json:"tenants"`
 	TenantTasks []int   `json:"tenant_tasks"` // tasks of tenant-00, tenant-01, ...: ∝ 1/(i+1)^Skew
@@ -61,6 +63,7 @@ type DrainResult struct {
 	TenantLimit   int     `json:"tenant_limit"`   // per tenant per window
 	ProviderLimit int     `json:"provider_limit"` // all tenants per window
 	WindowSeconds float64 `json:"window_seconds"` // of both rules
+	LatencyMs     float64 `json:"latency_ms"`     // the provider's time to answer each request
 	MarginMs      float64 `json:"margin_ms"`      // what sluice and naive add to the windows (the policies' default)
 
 	Processes   int `json:"processes"`   // worker processes, started together
@@ -274,8 +277,11 @@ var drainStrategies = []drainStrategy{{
 // runDrain drains the scenario's backlog with each strategy in turn.
 func runDrain(ctx context.Context, r *runner, res *Results) error {
 	sc := drainFull
-	if r.cfg.DrainShort {
+	switch {
+	case r.cfg.DrainShort:
 		sc = drainShort
+	case r.cfg.DrainSlow:
+		sc = drainSlow
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -291,6 +297,7 @@ func runDrain(ctx context.Context, r *runner, res *Results) error {
 	dr := &DrainResult{
 		Mode: sc.mode, Tasks: sc.tasks, Tenants: sc.tenants, TenantTasks: plan.tenantTasks, Skew: sc.skew, Seed: sc.seed,
 		TenantLimit: sc.tenantLimit, ProviderLimit: sc.providerLimit, WindowSeconds: sc.window.Seconds(),
+		LatencyMs:                  float64(sc.latency) / float64(time.Millisecond),
 		MarginMs:                   float64(margin) / float64(time.Millisecond),
 		Processes:                  drainProcesses,
 		Concurrency:                r.cfg.DrainConcurrency,
@@ -304,7 +311,7 @@ func runDrain(ctx context.Context, r *runner, res *Results) error {
 	r.logf("drain %s: %d tasks, %d tenants (largest %d), limits %d/tenant and %d in all per %v; ideal drain %.2f s (%.2f s with the margin), deadline %.0f s",
 		sc.mode, sc.tasks, sc.tenants, plan.tenantTasks[0], sc.tenantLimit, sc.providerLimit, sc.window, dr.IdealSeconds, dr.IdealMarginSeconds, dr.DeadlineSeconds)
 	for _, st := range drainStrategies {
-		if st.fullOnly && sc.mode != "full" {
+		if st.fullOnly && sc.mode == "short" {
 			continue
 		}
 		got, err := runDrainStrategy(ctx, r, plan, st, exe)
@@ -365,7 +372,7 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 	if err != nil {
 		return DrainStrategy{}, fmt.Errorf("provider: %w", err)
 	}
-	hs := &http.Server{Handler: provider.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: slowly(provider.Handler(), plan.sc.latency), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 
@@ -512,6 +519,22 @@ func (got *DrainStrategy) setDelivery(plan *drainPlan, d delivery, stopped time.
 		got.DequeuesPerDelivered = float64(got.Dequeues) / float64(d.delivered)
 	}
 	got.Series = d.series
+}
+
+// slowly returns h answering each request d after h has handled it (h
+// records the arrival at once): a provider that takes d to answer.
+func slowly(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		time.Sleep(d)
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
 }
 
 // enqueueBacklog enqueues the plan's tasks on queue one after another, in

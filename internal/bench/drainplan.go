@@ -24,6 +24,11 @@ type drainScenario struct {
 	providerLimit int           // the rule "provider": all tenants together, per window
 	window        time.Duration // of both rules
 
+	// latency is how long the provider takes to answer each request (it
+	// counts the arrival at once): a slow provider needs many tasks in
+	// flight.
+	latency time.Duration
+
 	// A strategy stops at deadlineFactor × the ideal drain time plus
 	// deadlineSlack, delivered or not: a run whose tasks stopped moving
 	// must still end.
@@ -31,12 +36,19 @@ type drainScenario struct {
 	deadlineSlack  time.Duration
 }
 
-// The two scenarios of the drain section: full is the default of cmd/bench;
-// short, for the tests and CI, drains in about 6 s a strategy.
+// The scenarios of the drain section: full is the default of cmd/bench;
+// short, for the tests and CI, drains in about 6 s a strategy; slow is the
+// issue "fair service"'s slow provider, equal backlogs answered after
+// 250 ms each.
 var (
 	drainFull = drainScenario{
 		mode: "full", tasks: 10_000, tenants: 50, skew: 0.5, seed: 1,
 		tenantLimit: 20, providerLimit: 200, window: time.Second,
+		deadlineFactor: 4, deadlineSlack: 30 * time.Second,
+	}
+	drainSlow = drainScenario{
+		mode: "slow", tasks: 1200, tenants: 20, skew: 0, seed: 1,
+		tenantLimit: 20, providerLimit: 100, window: time.Second, latency: 250 * time.Millisecond,
 		deadlineFactor: 4, deadlineSlack: 30 * time.Second,
 	}
 	drainShort = drainScenario{

@@ -36,8 +36,12 @@ func reportDrain(w io.Writer, res *Results) {
 func reportDrainSetup(w io.Writer, dr *DrainResult) {
 	window := seconds(dr.WindowSeconds)
 	fmt.Fprintf(w, "\n## Drain: a backlog through %d worker processes\n\n", dr.Processes)
-	if dr.Mode != "full" {
-		fmt.Fprintf(w, "**The %s scenario** (`--drain-short`), for tests: the figures say that the section runs, not how Sluice performs.\n\n", dr.Mode)
+	switch dr.Mode {
+	case "short":
+		fmt.Fprintf(w, "**The short scenario** (`--drain-short`), for tests: the figures say that the section runs, not how Sluice performs.\n\n")
+	case "slow":
+		fmt.Fprintf(w, "**The slow-provider scenario** (`--drain-slow`): equal backlogs, and a provider that answers each request "+
+			"%s ms after it arrives, so that many tasks must be in flight at once.\n\n", thousands(dr.LatencyMs))
 	}
 	fmt.Fprintf(w, "%s `sms:send` tasks for %d tenants, tenant i having a share ∝ 1/(i+1)^%g of them (the largest %s, "+
 		"the smallest %s), are enqueued on a fresh queue in an order shuffled with seed %d, all before the workers start. "+

@@ -172,6 +172,8 @@ func TestValidate(t *testing.T) {
 		{"zero callers", Config{Callers: []int{1, 0}}, true},
 		{"no callers", Config{Callers: []int{}}, true},
 		{"units above MaxLimit", Config{MemoryUnits: []int{100_001}}, true},
+		{"the slow drain", Config{DrainSlow: true}, false},
+		{"two drain scenarios", Config{DrainShort: true, DrainSlow: true}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
