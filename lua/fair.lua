@@ -57,8 +57,8 @@ Reply: {outcome, wait, wake, by, q1, id1, q2, id2, ...}
   outcome  arrive: 1 admitted now; 2 given a place `wait` us from now (the
            worker waits, then sends: the place is recorded); 3 parked
            (wait 0). dispatch and drop: 0
-  wake     us from now until the next call may give a grant; -1: nothing
-           waits
+  wake     dispatch: us from now until the next call may give a grant;
+           -1: nothing waits. Other modes: -1
   by       parked: the rule (1-based, in ARGV[13]) it waits for: the one
            that frees last, or the first shared one; else 0
   qi, idi  tasks given a grant that wait parked in asynq: the caller moves
@@ -102,11 +102,13 @@ local function counters()
   end
 end
 
+local leadOf -- defined below, with the lead's learning
+
 local pruned = {}
 -- free returns the earliest time at or after `at` at which rule r has room
 -- for its cost, counting every member (places included). A counter rule is
 -- asked now: room now counts as room at `at`.
-local function free(r, at, lead)
+local function free(r, at, c)
   if r.a == 'sliding-log' then
     if not pruned[r.k] then
       redis.call('ZREMRANGEBYSCORE', r.k, '-inf', now - r.w)
@@ -128,7 +130,7 @@ local function free(r, at, lead)
   if allowed == 1 then
     return at
   end
-  return math.max(at, now + retry + (lead or 0))
+  return math.max(at, now + retry + leadOf(c))
 end
 
 -- expire makes log key k live until its member at p has left the window.
@@ -209,7 +211,7 @@ end
 -- sixteenth of the gap at each claim, never below ARGV[3], never above 2 s.
 local maxLead = 2000000
 local leads = {}
-local function leadOf(c)
+leadOf = function(c)
   if not leads[c] then
     leads[c] = math.max(minLead, tonumber(redis.call('HGET', kclass(c), 'lead')) or minLead)
   end
@@ -301,9 +303,9 @@ end
 -- never more than a slot interval away for a flow that starts waiting. A
 -- rule with room to spare, such as a large daily quota, is not paced.
 local function earliest(f, at, paced)
-  local own, shared, lead = at, at, leadOf(f.c)
+  local own, shared = at, at
   for _, r in ipairs(f.rules) do
-    local x = free(r, at, lead)
+    local x = free(r, at, f.c)
     if r.s == 1 then
       shared = math.max(shared, x)
       if paced and r.a == 'sliding-log' then
@@ -564,7 +566,11 @@ end
 
 local out = {}
 local function reply(outcome, wait, by)
-  local r = {outcome, wait, nextWake(), by or 0}
+  local wake = -1 -- only Dispatch says when to call again
+  if mode == 'dispatch' then
+    wake = nextWake()
+  end
+  local r = {outcome, wait, wake, by or 0}
   for _, v in ipairs(out) do
     r[#r + 1] = v
   end
@@ -647,10 +653,20 @@ end
 -- arrive
 local c, l, tn = ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local weight, queue, id = tonumber(ARGV[10]), ARGV[11], ARGV[12]
-local f = flow(c, l, tn)
-f.w, f.rules, f.known = weight, cjson.decode(ARGV[13]), true
-redis.call('HSET', f.key, 'w', tag(weight), 'r', ARGV[13], 'f', tag(f.f))
-redis.call('PEXPIRE', f.key, flowTTL)
+local rules = cjson.decode(ARGV[13])
+-- ownFlow returns the arriving task's flow, its hash written with the
+-- rules and weight this task brings: read and written only when the task
+-- waits, not when it is admitted at once.
+local f
+local function ownFlow()
+  if not f then
+    f = flow(c, l, tn)
+    f.w, f.rules, f.known = weight, rules, true
+    redis.call('HSET', f.key, 'w', tag(weight), 'r', ARGV[13], 'f', tag(f.f))
+    redis.call('PEXPIRE', f.key, flowTTL)
+  end
+  return f
+end
 
 local raw = redis.call('HGET', ktasks, id)
 local task = raw and cjson.decode(raw)
@@ -678,15 +694,15 @@ if task and task.s == 'G' then
 elseif not task then
   -- A new arrival. Nothing waits in its class and it fits now: admitted.
   if not redis.call('ZSCORE', kwake, c) then
-    local own, shared = earliest(f, now)
+    local own, shared = earliest({c = c, rules = rules}, now)
     if own == now and shared == now then
-      record(f.rules, id, now, true)
+      record(rules, id, now, true)
       return reply(1, 0)
     end
   end
   redis.call('RPUSH', kline(c, l, tn), entry(queue, id))
   redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = c, l = l, t = tn, q = queue}))
-  waiting(f)
+  waiting(ownFlow())
 else
   -- Back while it waits: its grant was taken back before it came (it is
   -- timed from that grant, once), or its park ended. It keeps its turn.
@@ -698,6 +714,7 @@ else
   waiting(flow(task.c, task.l, task.t))
 end
 
+ownFlow()
 local mine = step(c, out, id) or takeOver(c, f, id)
 if mine then
   if mine == now then
@@ -709,7 +726,7 @@ end
 -- first shared rule when its wait is its turn, not a full window).
 local by, latest = 0, now
 for i, r in ipairs(f.rules) do
-  local x = free(r, now)
+  local x = free(r, now, c)
   if x > latest or (by == 0 and r.s == 1) then
     by, latest = i, math.max(latest, x)
   end

@@ -140,8 +140,8 @@ type Grant struct {
 type Turn struct {
 	Outcome Outcome       // Arrive only
 	Wait    time.Duration // Placed: the time until the place
-	// Wake is the time until a call of Dispatch may give a grant; negative
-	// when nothing waits.
+	// Wake is, for Dispatch, the time until its next call may give a
+	// grant; negative when nothing waits, and for Arrive.
 	Wake time.Duration
 	// Granted are parked tasks given a place by this call, to be moved to
 	// the front of their queues.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -75,7 +74,7 @@ func newcomerResult(start, at time.Time, receipts []sink.Receipt) *NewcomerResul
 		nr.MaxWaitMs = slices.Max(nr.WaitsMs)
 	}
 	for _, r := range receipts {
-		if r.Tenant != newcomerTenant && !strings.HasPrefix(r.ID, newcomerTenant) && r.At.After(at) && r.At.Before(last) {
+		if r.Tenant != newcomerTenant && r.At.After(at) && r.At.Before(last) {
 			nr.BacklogAhead++
 		}
 	}
