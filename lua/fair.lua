@@ -32,26 +32,29 @@ reserve nothing: they are checked now and recorded when the grant is given.
 KEYS[1]   any key of the hash tag, for routing: <base>qw
 ARGV[1]   'arrive', 'dispatch', 'drop', 'granted', 'flows' or 'refresh'
 ARGV[2]   base
-ARGV[3]   lead, us: how far ahead a parked task may be given a place, at
-          least (a class learns a longer one from late deliveries)
+ARGV[3]   lead, us: how far ahead a parked task is given a place, at
+          first (a class then learns its lead from the deliveries)
 ARGV[4]   tolerance, us: how late after its place a granted task may come
 ARGV[5]   most grants per class in one call
 ARGV[6]   reserve: the share of grants, in percent, owed to each waiting
           level less urgent than the one served
+ARGV[7]   late, us: how late after its place a granted task may still
+          claim it (its place then moves to the time it comes, when every
+          log allows that); an unclaimed grant is taken back after it
 arrive only: a task at a worker
-ARGV[7]   class      ARGV[8]  level      ARGV[9]  tenant
-ARGV[10]  weight     ARGV[11] queue      ARGV[12] task id
-ARGV[13]  rules, JSON array of rules as above
+ARGV[8]   class      ARGV[9]  level      ARGV[10]  tenant
+ARGV[11]  weight     ARGV[12] queue      ARGV[13] task id
+ARGV[14]  rules, JSON array of rules as above
 drop only: a task that no longer exists
-ARGV[7]   task id
+ARGV[8]   task id
 granted only: whether a task holds a grant not yet claimed (outcome 1)
-ARGV[7]   task id
+ARGV[8]   task id
 flows only: list the waiting flows
-ARGV[7]   at most this many; the reply's qi, idi are then triples
+ARGV[8]   at most this many; the reply's qi, idi are then triples
           (class, level, tenant)
 refresh only: new rules for waiting flows (a policies reload)
-ARGV[7]   JSON array of {c = class, l = level, t = tenant, w = weight,
-          r = the rules, JSON as in ARGV[13]}
+ARGV[8]   JSON array of {c = class, l = level, t = tenant, w = weight,
+          r = the rules, JSON as in ARGV[14]}
 
 Reply: {outcome, wait, wake, by, q1, id1, q2, id2, ...}
   outcome  arrive: 1 admitted now; 2 given a place `wait` us from now (the
@@ -59,7 +62,7 @@ Reply: {outcome, wait, wake, by, q1, id1, q2, id2, ...}
            (wait 0). dispatch and drop: 0
   wake     dispatch: us from now until the next call may give a grant;
            -1: nothing waits. Other modes: -1
-  by       parked: the rule (1-based, in ARGV[13]) it waits for: the one
+  by       parked: the rule (1-based, in ARGV[14]) it waits for: the one
            that frees last, or the first shared one; else 0
   qi, idi  tasks given a grant that wait parked in asynq: the caller moves
            each to the front of its queue
@@ -68,8 +71,9 @@ Reply: {outcome, wait, wake, by, q1, id1, q2, id2, ...}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local mode, base = ARGV[1], ARGV[2]
-local minLead, tolerance = tonumber(ARGV[3]), tonumber(ARGV[4])
+local startLead, tolerance = tonumber(ARGV[3]), tonumber(ARGV[4])
 local most, reserve = tonumber(ARGV[5]), tonumber(ARGV[6])
+local late = math.max(tolerance, tonumber(ARGV[7]))
 local levels = 5
 -- A flow's hash (its finish tag, weight and rules) goes a day after it was
 -- last written, by an arrival, a grant or a take-back: a tenant that stops
@@ -180,9 +184,28 @@ local function unplace(rules, id, claim)
           redis.call('ZADD', r.k, claim, num(claim) .. '-c' .. id .. '#' .. j)
         end
       end
+      if claim == now then
+        expire(r.k, r.w, now) -- moved later than the place it lived for
+      end
     end
   end
   return lost
+end
+
+-- movable reports whether the places at p of a task that comes after p may
+-- move to now in every log rule: its member is then in the windows ending in
+-- [p + window, now + window) that it was not in before, and those hold no
+-- members but the ones scored in (p, now + window). A counter rule was
+-- recorded when the grant was given, and stays.
+local function movable(rules, p)
+  for _, r in ipairs(rules) do
+    if r.a == 'sliding-log' then
+      if now >= p + r.w or redis.call('ZCOUNT', r.k, '(' .. num(p), '(' .. num(now + r.w)) + r.c > r.l then
+        return false
+      end
+    end
+  end
+  return true
 end
 
 -- Flows, read once a call.
@@ -204,16 +227,20 @@ local function vtime(c, l)
 end
 
 -- The lead of a class: how far ahead of now a parked task of it is given
--- its place. It starts at ARGV[3] and learns from the claims: it rises at
--- once to 50 ms more than the slowest delivery seen (a granted task's time
--- from its grant to its worker, timed when it comes: a grant taken back
--- for a task that never comes teaches nothing), and falls back by a
--- sixteenth of the gap at each claim, never below ARGV[3], never above 2 s.
-local maxLead = 2000000
+-- its place. It starts at ARGV[3] and learns from the deliveries (a granted
+-- task's time from its grant to its worker, timed when it comes; a grant
+-- taken back for a task that never comes teaches nothing): a delivery
+-- slower than the lead raises it by a quarter of the gap, a faster one
+-- lowers it by a sixteenth, so that it settles where the time deliveries
+-- come late is a quarter of the time they come early. Early, a task holds
+-- a worker until its place; late, it is sent at once and its place moves
+-- to then (claim): a slot is spent a little late, never lost. It stays
+-- within minLeadFloor and 2 s.
+local maxLead, minLeadFloor = 2000000, 1000
 local leads = {}
 leadOf = function(c)
   if not leads[c] then
-    leads[c] = math.max(minLead, tonumber(redis.call('HGET', kclass(c), 'lead')) or minLead)
+    leads[c] = tonumber(redis.call('HGET', kclass(c), 'lead')) or startLead
   end
   return leads[c]
 end
@@ -222,12 +249,13 @@ local function learn(c, delivery)
   if delivery > 2 * maxLead then
     return -- a stale sample (its task came back from a long park): not a delivery
   end
-  local want, lead = math.min(maxLead, math.max(minLead, delivery + 50000)), leadOf(c)
-  if want > lead then
-    lead = want
+  local lead = leadOf(c)
+  if delivery > lead then
+    lead = lead + math.ceil((delivery - lead) / 8)
   else
-    lead = lead - math.floor((lead - want) / 16)
+    lead = lead - math.floor((lead - delivery) / 8)
   end
+  lead = math.min(maxLead, math.max(minLeadFloor, lead))
   leads[c] = lead
   redis.call('HSET', kclass(c), 'lead', num(lead))
 end
@@ -268,10 +296,10 @@ local function takeBack(id, g)
   redis.call('ZADD', kwake, now, f.c)
 end
 
--- reap takes back the grants whose place passed more than the tolerance ago.
+-- reap takes back the grants whose place passed more than `late` ago.
 local function reap()
-  local late = redis.call('ZRANGE', kgrants, '-inf', num(now - tolerance - 1), 'BYSCORE', 'LIMIT', 0, most)
-  for _, id in ipairs(late) do
+  local lapsed = redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, most)
+  for _, id in ipairs(lapsed) do
     local raw = redis.call('HGET', ktasks, id)
     if raw then
       takeBack(id, cjson.decode(raw))
@@ -415,7 +443,11 @@ local function pick(c, levelsInOrder, here)
         redis.call('ZREM', kready(c, l), f.tn)
         changed = true
       else
-        local at = horizon
+        -- A parked task needs a lead to reach a worker; the tolerance it
+        -- may come late by is taken off, so that a step that runs a little
+        -- after a slot came within the lead still gives that slot, not a
+        -- later one.
+        local at = math.max(now, horizon - tolerance)
         if unentry(head).id == here then
           at = now -- at a worker already: it needs no time to arrive
         end
@@ -502,7 +534,7 @@ end
 -- places given within the lead, which a newcomer would otherwise wait
 -- for). The bumped task returns to the head of its flow (takeBack) and is
 -- given a place again when it comes; here is granted that place only if
--- its own rules allow it there. It returns here's place, or false.
+-- each of its rules allows it there. It returns here's place, or false.
 local function takeOver(c, f, here)
   local head = redis.call('LINDEX', kline(c, f.l, f.tn), 0)
   local s = tonumber(redis.call('ZSCORE', kready(c, f.l), f.tn))
@@ -530,15 +562,21 @@ local function takeOver(c, f, here)
   for _, a in ipairs(ahead) do
     local g = a.g
     if g.l > f.l or (g.l == f.l and held[a.who] >= 2) then
-      local p = tonumber(g.p)
-      if earliest(f, p, false) > p then
-        return false -- its own rules do not allow it there
+      -- In a log where the bumped task held as many members, here takes
+      -- them over one for one, which changes no count; any other rule of
+      -- here's must have room at p.
+      local p, swap = tonumber(g.p), {}
+      for _, r in ipairs(flow(g.c, g.l, g.t).rules) do
+        if r.a == 'sliding-log' then
+          swap[r.k] = r.c
+        end
+      end
+      for _, r in ipairs(f.rules) do
+        if not (r.a == 'sliding-log' and (swap[r.k] or 0) >= r.c) and free(r, p, c) > p then
+          return false
+        end
       end
       takeBack(a.id, g)
-      local own, shared = earliest(f, p, false)
-      if own > p or shared > p then
-        return false
-      end
       grant(f, s, p, here)
       return p
     end
@@ -556,7 +594,7 @@ local function nextWake()
     at = tonumber(w[2])
   end
   if g[2] then
-    at = math.min(at or math.huge, tonumber(g[2]) + tolerance + 1)
+    at = math.min(at or math.huge, tonumber(g[2]) + late + 1)
   end
   if not at then
     return -1
@@ -588,8 +626,8 @@ if mode == 'dispatch' then
 end
 
 if mode == 'granted' then
-  -- Whether task ARGV[7] holds a grant not yet claimed: outcome 1, else 0.
-  local raw = redis.call('HGET', ktasks, ARGV[7])
+  -- Whether task ARGV[8] holds a grant not yet claimed: outcome 1, else 0.
+  local raw = redis.call('HGET', ktasks, ARGV[8])
   if raw and cjson.decode(raw).s == 'G' then
     return reply(1, 0)
   end
@@ -598,8 +636,8 @@ end
 
 if mode == 'flows' then
   -- The waiting flows, ready or blocked: class, level, tenant, and so on,
-  -- at most ARGV[7] of them.
-  local n, r = tonumber(ARGV[7]), {0, 0, nextWake(), 0}
+  -- at most ARGV[8] of them.
+  local n, r = tonumber(ARGV[8]), {0, 0, nextWake(), 0}
   for _, c in ipairs(redis.call('ZRANGE', kwake, 0, -1)) do
     for l = 1, levels do
       for _, tn in ipairs(redis.call('ZRANGE', kready(c, l), 0, -1)) do
@@ -621,9 +659,9 @@ if mode == 'flows' then
 end
 
 if mode == 'refresh' then
-  -- New rules and weights for waiting flows (a policies reload): ARGV[7]
+  -- New rules and weights for waiting flows (a policies reload): ARGV[8]
   -- is a JSON array of {c, l, t, w, r}, r the rules as JSON.
-  for _, x in ipairs(cjson.decode(ARGV[7])) do
+  for _, x in ipairs(cjson.decode(ARGV[8])) do
     local k = kflow(x.c, x.l, x.t)
     if redis.call('EXISTS', k) == 1 then
       redis.call('HSET', k, 'w', tag(x.w), 'r', x.r)
@@ -635,7 +673,7 @@ end
 if mode == 'drop' then
   -- A task that no longer exists (deleted from its queue) leaves its line;
   -- an unclaimed grant's places go with it.
-  local id = ARGV[7]
+  local id = ARGV[8]
   local raw = redis.call('HGET', ktasks, id)
   if raw then
     local task = cjson.decode(raw)
@@ -651,9 +689,9 @@ if mode == 'drop' then
 end
 
 -- arrive
-local c, l, tn = ARGV[7], tonumber(ARGV[8]), ARGV[9]
-local weight, queue, id = tonumber(ARGV[10]), ARGV[11], ARGV[12]
-local rules = cjson.decode(ARGV[13])
+local c, l, tn = ARGV[8], tonumber(ARGV[9]), ARGV[10]
+local weight, queue, id = tonumber(ARGV[11]), ARGV[12], ARGV[13]
+local rules = cjson.decode(ARGV[14])
 -- ownFlow returns the arriving task's flow, its hash written with the
 -- rules and weight this task brings: read and written only when the task
 -- waits, not when it is admitted at once.
@@ -662,7 +700,7 @@ local function ownFlow()
   if not f then
     f = flow(c, l, tn)
     f.w, f.rules, f.known = weight, rules, true
-    redis.call('HSET', f.key, 'w', tag(weight), 'r', ARGV[13], 'f', tag(f.f))
+    redis.call('HSET', f.key, 'w', tag(weight), 'r', ARGV[14], 'f', tag(f.f))
     redis.call('PEXPIRE', f.key, flowTTL)
   end
   return f
@@ -671,17 +709,33 @@ end
 local raw = redis.call('HGET', ktasks, id)
 local task = raw and cjson.decode(raw)
 if task and task.s == 'G' then
-  -- A granted task claims its grant: back in time, its places become its
-  -- admission; late, it is placed again from the head of its flow.
+  -- A granted task claims its grant. Before its place, its places become
+  -- its admission there, and it waits for it. After it, up to `late`,
+  -- they become its admission now, when every log allows that (movable),
+  -- so that the windows hold the time it is sent; else, within the
+  -- tolerance, its admission at its place (the margin covers the
+  -- tolerance); later than that it is placed again from the head of its
+  -- flow.
   local g = flow(task.c, task.l, task.t)
   task.p = tonumber(task.p)
   learn(task.c, now - (tonumber(task.g) or now))
-  if now <= task.p + tolerance and not unplace(g.rules, id, task.p) then
+  local at = nil
+  if now <= task.p then
+    at = task.p
+  elseif now <= task.p + late and movable(g.rules, task.p) then
+    at = now
+  elseif now <= task.p + tolerance then
+    at = task.p
+  end
+  if at and not unplace(g.rules, id, at) then
     redis.call('HDEL', ktasks, id)
     redis.call('ZREM', kgrants, id)
-    return reply(2, math.max(0, task.p - now))
+    if at == now then
+      return reply(1, 0)
+    end
+    return reply(2, math.max(0, at - now))
   end
-  if now <= task.p + tolerance then
+  if at then
     -- A window had lost a place (a reset): the places left became an
     -- admission, which stands, and the task is placed again.
     redis.call('ZREM', kgrants, id)

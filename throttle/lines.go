@@ -33,6 +33,9 @@ const (
 	// of an idle worker (100 ms) plus 50 ms.
 	DefaultLinesLead = 150 * time.Millisecond
 
+	// DefaultLinesLate is LinesConfig.Late's default.
+	DefaultLinesLate = 500 * time.Millisecond
+
 	// DefaultReserve is LinesConfig.Reserve's default, in percent.
 	DefaultReserve = 10
 
@@ -58,8 +61,16 @@ const (
 // LinesConfig configures Lines. A zero field takes its default.
 type LinesConfig struct {
 	// Lead is how far ahead of now a task that waits parked (not at a
-	// worker) may be given its place: the time it takes to reach a worker.
+	// worker) is given its place at first: the time it takes to reach a
+	// worker. Each class then learns its own from the deliveries, between
+	// 1 ms and 2 s (docs/FAIRNESS.md, "The horizon").
 	Lead time.Duration
+
+	// Late is how long after its place a granted task may still claim it:
+	// it is then sent at once, and its place moves to that time when every
+	// window allows it. A grant not claimed by then is taken back, its
+	// slot lost: a dead worker's grant holds a slot at most this long.
+	Late time.Duration
 
 	// Reserve is the share of grants, in percent (1 to MaxReserve), that each
 	// waiting priority less urgent than the one served is owed, so that no
@@ -74,6 +85,9 @@ type LinesConfig struct {
 func (l *Limiter) Lines(cfg LinesConfig) *Lines {
 	if cfg.Lead <= 0 {
 		cfg.Lead = DefaultLinesLead
+	}
+	if cfg.Late <= 0 {
+		cfg.Late = DefaultLinesLate
 	}
 	if cfg.Reserve <= 0 {
 		cfg.Reserve = DefaultReserve
@@ -355,7 +369,7 @@ func (ls *Lines) rules(lc []LineCheck) (string, string, error) {
 // args returns fair.lua's common ARGV for mode over the lines of group.
 func (ls *Lines) args(mode, group string) []any {
 	return []any{mode, ls.base(group), ls.cfg.Lead.Microseconds(), ls.l.lineTolerance.Microseconds(),
-		ls.cfg.MaxGrants, ls.cfg.Reserve}
+		ls.cfg.MaxGrants, ls.cfg.Reserve, ls.cfg.Late.Microseconds()}
 }
 
 // base is the start of every key of the lines of group: the limiter's

@@ -84,7 +84,12 @@ type DrainResult struct {
 	// delivered or not.
 	IdealSeconds       float64 `json:"ideal_seconds"`
 	IdealMarginSeconds float64 `json:"ideal_margin_seconds"`
-	DeadlineSeconds    float64 `json:"deadline_seconds"`
+	// IdealPacedSeconds is IdealMarginSeconds with the provider's
+	// admissions paced, as the fair lines give them once a backlog waits:
+	// a slot interval apart after its first full window. A paced drain
+	// ends about one window later than a bursty one.
+	IdealPacedSeconds float64 `json:"ideal_paced_seconds"`
+	DeadlineSeconds   float64 `json:"deadline_seconds"`
 
 	Strategies []DrainStrategy `json:"strategies"`
 
@@ -131,7 +136,9 @@ type DrainStrategy struct {
 	// The same against the ideal schedule with the margin: what is lost
 	// to anything but the margin. MarginUtilization is
 	// IdealMarginSeconds over DrainSeconds when Drained, else 0.
-	MarginUtilization   float64 `json:"margin_utilization"`
+	MarginUtilization float64 `json:"margin_utilization"`
+	// PacedUtilization is IdealPacedSeconds over DrainSeconds when Drained.
+	PacedUtilization    float64 `json:"paced_utilization"`
 	MarginLatenessP50Ms float64 `json:"margin_lateness_p50_ms"`
 	MarginLatenessP99Ms float64 `json:"margin_lateness_p99_ms"`
 
@@ -306,6 +313,7 @@ func runDrain(ctx context.Context, r *runner, res *Results) error {
 		Policies:                   sc.policies(),
 		IdealSeconds:               plan.ideal.drain.Seconds(),
 		IdealMarginSeconds:         plan.withMargin.drain.Seconds(),
+		IdealPacedSeconds:          plan.paced.drain.Seconds(),
 		DeadlineSeconds:            plan.deadline().Seconds(),
 	}
 	r.logf("drain %s: %d tasks, %d tenants (largest %d), limits %d/tenant and %d in all per %v; ideal drain %.2f s (%.2f s with the margin), deadline %.0f s",
@@ -509,6 +517,7 @@ func (got *DrainStrategy) setDelivery(plan *drainPlan, d delivery, stopped time.
 		got.DrainSeconds = d.last.Seconds()
 		got.Utilization = plan.ideal.drain.Seconds() / d.last.Seconds()
 		got.MarginUtilization = plan.withMargin.drain.Seconds() / d.last.Seconds()
+		got.PacedUtilization = plan.paced.drain.Seconds() / d.last.Seconds()
 	}
 	got.GlobalViolations, got.TenantViolations, got.TenantsViolated = d.globalOver, d.tenantOver, d.tenantsOver
 	got.MaxGlobalInWindow, got.MaxTenantInWindow = d.maxGlobal, d.maxTenant

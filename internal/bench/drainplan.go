@@ -84,8 +84,10 @@ type drainPlan struct {
 
 	// ideal is the ideal schedule of the limits as written; withMargin
 	// the same with the margin added to the windows, as Sluice enforces
-	// them.
-	ideal, withMargin schedule
+	// them; paced the same again with the provider's admissions after its
+	// first window full spread a slot interval apart, as the fair lines
+	// give them (docs/FAIRNESS.md, "Pacing").
+	ideal, withMargin, paced schedule
 }
 
 // schedule is an ideal schedule: when each task is admitted, from the
@@ -108,15 +110,16 @@ func newDrainPlan(sc drainScenario, margin time.Duration) *drainPlan {
 	}
 	rng := rand.New(rand.NewPCG(sc.seed, sc.seed))
 	rng.Shuffle(len(p.order), func(i, j int) { p.order[i], p.order[j] = p.order[j], p.order[i] })
-	p.ideal = p.schedule(sc.window)
-	p.withMargin = p.schedule(sc.window + margin)
+	p.ideal = p.schedule(sc.window, 0)
+	p.withMargin = p.schedule(sc.window+margin, 0)
+	p.paced = p.schedule(sc.window+margin, (sc.window+margin)/time.Duration(sc.providerLimit))
 	return p
 }
 
 // schedule simulates the ideal schedule of the plan's order with both
-// rules' windows of length window.
-func (p *drainPlan) schedule(window time.Duration) schedule {
-	slots := idealSchedule(p.order, p.sc.tenants, p.sc.tenantLimit, p.sc.providerLimit, window)
+// rules' windows of length window, the provider's paced by pace (0: not).
+func (p *drainPlan) schedule(window, pace time.Duration) schedule {
+	slots := idealSchedule(p.order, p.sc.tenants, p.sc.tenantLimit, p.sc.providerLimit, window, pace)
 	s := schedule{byTenant: make([][]time.Duration, p.sc.tenants)}
 	for i, t := range p.order {
 		s.byTenant[t] = append(s.byTenant[t], slots[i])
@@ -178,9 +181,10 @@ func cmpFloat(a, b float64) int {
 // providerLimit in all. At every moment it admits every task that fits,
 // the earliest enqueued first, so a task waits only while its tenant's or
 // the provider's window is full; an admission leaves the window exactly
-// window later, as in the limiter. It returns each task's admission time
-// from the start (the first admissions are at 0).
-func idealSchedule(order []int, tenants, tenantLimit, providerLimit int, window time.Duration) []time.Duration {
+// window later, as in the limiter. With pace, once the provider's window
+// has been full, its admissions are at least pace apart. It returns each
+// task's admission time from the start (the first admissions are at 0).
+func idealSchedule(order []int, tenants, tenantLimit, providerLimit int, window, pace time.Duration) []time.Duration {
 	pending := make([][]int, tenants) // each tenant's tasks, in enqueue order
 	for i, t := range order {
 		pending[t] = append(pending[t], i)
@@ -210,6 +214,13 @@ func idealSchedule(order []int, tenants, tenantLimit, providerLimit int, window 
 	var now time.Duration
 	for left := len(order); left > 0; {
 		room := providerLimit - inWindow(all, now)
+		paced := pace > 0 && len(all) >= providerLimit
+		if paced {
+			room = min(room, 1)
+			if now < all[len(all)-1]+pace {
+				room = 0
+			}
+		}
 		for room > 0 {
 			best := -1
 			for t := range tenants {
@@ -235,6 +246,9 @@ func idealSchedule(order []int, tenants, tenantLimit, providerLimit int, window 
 		// The next moment something fits: a tenant with tasks left has
 		// room, and so has the provider. Nothing fits now, so it is later.
 		provider := freeAt(all, providerLimit, now)
+		if paced {
+			provider = max(provider, all[len(all)-1]+pace)
+		}
 		later := time.Duration(math.MaxInt64)
 		for t := range tenants {
 			if next[t] < len(pending[t]) {

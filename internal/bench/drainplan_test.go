@@ -61,18 +61,22 @@ func TestIdealSchedule(t *testing.T) {
 		name                        string
 		order                       []int // tenant of each task
 		tenants, tenantLim, provLim int
+		pace                        time.Duration
 		want                        []time.Duration
 	}{
-		{"the provider limit binds", []int{0, 1, 0, 1, 0, 1}, 2, 10, 2, s(0, 0, 1, 1, 2, 2)},
-		{"a tenant at its limit does not hold back the others", []int{0, 0, 0, 1}, 2, 1, 10, s(0, 1, 2, 0)},
-		{"the earliest enqueued first", []int{0, 1, 1, 0}, 2, 2, 3, s(0, 0, 0, 1)},
-		{"both limits", []int{0, 0, 1, 1, 2}, 3, 1, 2, s(0, 1, 0, 1, 2)},
-		{"nothing", nil, 1, 1, 1, s()},
+		{"the provider limit binds", []int{0, 1, 0, 1, 0, 1}, 2, 10, 2, 0, s(0, 0, 1, 1, 2, 2)},
+		{"a tenant at its limit does not hold back the others", []int{0, 0, 0, 1}, 2, 1, 10, 0, s(0, 1, 2, 0)},
+		{"the earliest enqueued first", []int{0, 1, 1, 0}, 2, 2, 3, 0, s(0, 0, 0, 1)},
+		{"both limits", []int{0, 0, 1, 1, 2}, 3, 1, 2, 0, s(0, 1, 0, 1, 2)},
+		{"nothing", nil, 1, 1, 1, 0, s()},
+		// The first window full at once, then a slot interval apart: the
+		// drain ends a window less a slot interval later than unpaced.
+		{"paced after the first full window", []int{0, 1, 0, 1, 0, 1}, 2, 10, 2, 500 * time.Millisecond, s(0, 0, 1, 1.5, 2, 2.5)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := idealSchedule(tc.order, tc.tenants, tc.tenantLim, tc.provLim, time.Second)
+			got := idealSchedule(tc.order, tc.tenants, tc.tenantLim, tc.provLim, time.Second, tc.pace)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("idealSchedule (-want +got):\n%s", diff)
 			}
@@ -208,8 +212,8 @@ func TestDrainDelivery(t *testing.T) {
 	t.Parallel()
 	sc := drainScenario{mode: "test", tasks: 4, tenants: 2, tenantLimit: 1, providerLimit: 2, window: time.Second}
 	p := &drainPlan{sc: sc, tenantNames: []string{"a", "b"}, tenantTasks: []int{3, 1}, order: []int{0, 0, 1, 0}}
-	p.ideal = p.schedule(sc.window) // a: 0, 1 s, 2 s; b: 0
-	p.withMargin = p.schedule(sc.window + 100*time.Millisecond)
+	p.ideal = p.schedule(sc.window, 0) // a: 0, 1 s, 2 s; b: 0
+	p.withMargin = p.schedule(sc.window+100*time.Millisecond, 0)
 	start := time.Unix(1_700_000_000, 0)
 	ms := func(m int) time.Time { return start.Add(time.Duration(m) * time.Millisecond) }
 	receipts := []sink.Receipt{

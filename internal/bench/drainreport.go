@@ -67,7 +67,9 @@ func reportDrainSetup(w io.Writer, dr *DrainResult) {
 		"of the backlog, in enqueue order, at every moment every task that fits both rules as written (no margin), "+
 		"each admission leaving its window exactly %v later; it drains in **%.2f s**, the *ideal drain time* "+
 		"(%.2f s with the margin added to the windows, the best sluice and naive can do: figures in brackets are "+
-		"against that schedule). *Utilization* is the ideal drain time over the actual one, from the start to the last delivery "+
+		"against that schedule; %.2f s when, in addition, the provider's admissions after its first full window are "+
+		"a slot interval apart, as the fair lines pace a backlog so that a newcomer never waits more than a slot "+
+		"interval: *paced*). *Utilization* is the ideal drain time over the actual one, from the start to the last delivery "+
 		"(above 1 only by breaking a limit). "+
 		"*Over limit* counts arrivals at the provider, duplicates included, for which the window of %v ending at the "+
 		"arrival holds more than the rule's limit (the provider rule for all tenants together, the tenant rule for "+
@@ -78,7 +80,7 @@ func reportDrainSetup(w io.Writer, dr *DrainResult) {
 		"*dequeues* are handler runs, each return of a task counted again; both per "+
 		"delivered task. A strategy is stopped at %.0f s (4 × the ideal drain time + 30 s in the full scenario) "+
 		"and reports what was delivered by then.\n",
-		window, dr.IdealSeconds, dr.IdealMarginSeconds, window, dr.DeadlineSeconds)
+		window, dr.IdealSeconds, dr.IdealMarginSeconds, dr.IdealPacedSeconds, window, dr.DeadlineSeconds)
 }
 
 // reportDrainTargets writes the targets for sluice and whether
@@ -120,7 +122,7 @@ func reportDrainResults(w io.Writer, dr *DrainResult) {
 		"| most in a window: provider, tenant | denials / task | dequeues / task | lateness p50 ms | p99 ms | max ms |\n")
 	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range dr.Strategies {
-		util := fmt.Sprintf("%.3f (%.3f)", s.Utilization, s.MarginUtilization)
+		util := fmt.Sprintf("%.3f (%.3f; paced %.3f)", s.Utilization, s.MarginUtilization, s.PacedUtilization)
 		drain := fmt.Sprintf("%.2f", s.DrainSeconds)
 		if !s.Drained {
 			util, drain = "not drained", fmt.Sprintf("stopped at %.0f", s.DrainSeconds)
