@@ -40,8 +40,8 @@ type lineSim struct {
 	rdb     redis.UniversalClient
 	ls      *throttle.Lines
 	clock   string
-	now     int64 // microseconds
-	fetch   int64 // microseconds from a grant to its task's arrival
+	now     int64   // microseconds
+	fetch   int64   // microseconds from a grant to its task's arrival
 	jitter  []int64 // added to fetch, in turn, one per delivery; none: 0
 	moved   int     // deliveries so far
 	held    int64   // microseconds tasks spent at a worker before their place
