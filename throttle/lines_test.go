@@ -351,10 +351,11 @@ func TestLinesPriority(t *testing.T) {
 }
 
 // TestLinesLateArrivals: granted tasks that reach a worker after their
-// place (a fetch of 400 ms, longer than the lead) are placed again, not
-// sent at a place that has passed; the lines learn a longer lead, and from
-// the third window the rule is used at 0.95 of its limit or more. Every
-// task is sent once, and no window holds more than the limit.
+// place (a fetch of 400 ms, longer than the first lead) are sent when they
+// come, their places moved to then, never at a place that has passed; the
+// lines learn a longer lead, and from the third window the rule is used at
+// 0.95 of its limit or more. Every task is sent once, and no window holds
+// more than the limit.
 func TestLinesLateArrivals(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
