@@ -230,12 +230,11 @@ end
 -- its place. It starts at ARGV[3] and learns from the deliveries (a granted
 -- task's time from its grant to its worker, timed when it comes; a grant
 -- taken back for a task that never comes teaches nothing): a delivery
--- slower than the lead raises it by a quarter of the gap, a faster one
--- lowers it by a sixteenth, so that it settles where the time deliveries
--- come late is a quarter of the time they come early. Early, a task holds
--- a worker until its place; late, it is sent at once and its place moves
--- to then (claim): a slot is spent a little late, never lost. It stays
--- within minLeadFloor and 2 s.
+-- slower than the lead raises it by an eighth of the gap, a faster one
+-- lowers it by an eighth, so that it follows the median delivery. Early,
+-- a task holds a worker until its place; late, it is sent at once and its
+-- place moves to then when the windows allow it (movable): its slot is
+-- spent a little late, not lost. It stays within minLeadFloor and 2 s.
 local maxLead, minLeadFloor = 2000000, 1000
 local leads = {}
 leadOf = function(c)
@@ -565,18 +564,27 @@ local function takeOver(c, f, here)
       -- In a log where the bumped task held as many members, here takes
       -- them over one for one, which changes no count; any other rule of
       -- here's must have room at p.
+      -- The members are looked up in the log itself, not in the bumped
+      -- flow's rules, which a reload or a later arrival may have rewritten
+      -- since its places were written.
       local p, swap = tonumber(g.p), {}
-      for _, r in ipairs(flow(g.c, g.l, g.t).rules) do
-        if r.a == 'sliding-log' then
-          swap[r.k] = r.c
-        end
-      end
       for _, r in ipairs(f.rules) do
-        if not (r.a == 'sliding-log' and (swap[r.k] or 0) >= r.c) and free(r, p, c) > p then
+        local held = r.a == 'sliding-log'
+        for j = 1, (held and r.c or 0) do
+          held = held and tonumber(redis.call('ZSCORE', r.k, '@' .. a.id .. '#' .. j)) == p
+        end
+        if held then
+          swap[#swap + 1] = r
+        elseif free(r, p, c) > p then
           return false
         end
       end
       takeBack(a.id, g)
+      for _, r in ipairs(swap) do
+        for j = 1, r.c do
+          redis.call('ZREM', r.k, '@' .. a.id .. '#' .. j) -- gone already, unless its flow's rules changed
+        end
+      end
       grant(f, s, p, here)
       return p
     end
