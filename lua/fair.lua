@@ -24,13 +24,16 @@ writes, and 'q' after the tag is a kind of key no window uses.
                               c, l, t, q, p (place), S (start tag)}
   <base>qg             zset   granted task ids by place
   <base>qw             zset   classes with waiting flows, by when to look
+  <base>qn:<c>:<b>     hash   grants per tenant in share span b (now / span),
+                              for the status page; lives three spans
 
 A rule is {k = Redis key, l = limit, w = window us, c = cost, a = algorithm,
 s = shared (1) or the tenant's own (0)}. Counter rules (not 'sliding-log')
 reserve nothing: they are checked now and recorded when the grant is given.
 
 KEYS[1]   any key of the hash tag, for routing: <base>qw
-ARGV[1]   'arrive', 'dispatch', 'drop', 'granted', 'flows' or 'refresh'
+ARGV[1]   'arrive', 'dispatch', 'drop', 'granted', 'flows', 'refresh' or
+          'waiting'
 ARGV[2]   base
 ARGV[3]   lead, us: how far ahead a parked task is given a place, at
           first (a class then learns its lead from the deliveries)
@@ -52,6 +55,11 @@ ARGV[8]   task id
 flows only: list the waiting flows
 ARGV[8]   at most this many; the reply's qi, idi are then triples
           (class, level, tenant)
+waiting only: the waiting flows, with their lines and recent grants
+ARGV[8]   at most this many; the reply's qi, idi are then sextuples (class,
+          level, tenant, tasks in line, weight, grants to the tenant in the
+          class over the last one to two share spans), and the 4th value
+          of the reply is the share span, us
 refresh only: new rules for waiting flows (a policies reload)
 ARGV[8]   JSON array of {c = class, l = level, t = tenant, w = weight,
           r = the rules, JSON as in ARGV[14]}
@@ -89,6 +97,10 @@ local function kready(c, l) return base .. 'qr:' .. c .. ':' .. l end
 local function kblocked(c) return base .. 'qb:' .. c end
 local function kline(c, l, tn) return base .. 'ql:' .. c .. ':' .. l .. ':' .. tn end
 local function kflow(c, l, tn) return base .. 'qf:' .. c .. ':' .. l .. ':' .. tn end
+-- Grants are counted per tenant and class in spans of shareSpan, so that
+-- the status page can show each waiting tenant's share of the last ones.
+local shareSpan = 5000000
+local function kshares(c, b) return base .. 'qn:' .. c .. ':' .. b end
 
 -- A line holds entries "<length of the queue>:<queue><task id>".
 local function entry(q, id) return #q .. ':' .. q .. id end
@@ -415,6 +427,14 @@ local function grant(f, s, p, here)
     redis.call('ZADD', kgrants, p, e.id)
   end
   redis.call('HSET', kclass(f.c), 'v' .. f.l, tag(s))
+  -- HGET and HSET, not HINCRBY: the ACL of a Sluice user (docs/WORKERS.md)
+  -- has no HINCRBY, and a worker of this release must run under it.
+  local kn = kshares(f.c, math.floor(now / shareSpan))
+  local n = (tonumber(redis.call('HGET', kn, f.tn)) or 0) + 1
+  redis.call('HSET', kn, f.tn, n)
+  if n == 1 then
+    redis.call('PEXPIRE', kn, math.floor(3 * shareSpan / 1000))
+  end
   f.f = s + 1 / f.w
   redis.call('HSET', f.key, 'f', tag(f.f))
   redis.call('PEXPIRE', f.key, flowTTL)
@@ -619,6 +639,42 @@ local function reply(outcome, wait, by)
   local r = {outcome, wait, wake, by or 0}
   for _, v in ipairs(out) do
     r[#r + 1] = v
+  end
+  return r
+end
+
+if mode == 'waiting' then
+  -- Read only (no reap): the waiting flows, ready or blocked, each with
+  -- its tasks in line, its weight and its tenant's grants in the class
+  -- over the current and the previous share span.
+  local n, r = tonumber(ARGV[8]), {0, 0, -1, shareSpan}
+  local b = math.floor(now / shareSpan)
+  for _, c in ipairs(redis.call('ZRANGE', kwake, 0, -1)) do
+    local recent = {}
+    for _, k in ipairs({kshares(c, b - 1), kshares(c, b)}) do
+      local h = redis.call('HGETALL', k)
+      for i = 1, #h, 2 do
+        recent[h[i]] = (recent[h[i]] or 0) + tonumber(h[i + 1])
+      end
+    end
+    local listed = {}
+    for l = 1, levels do
+      for _, tn in ipairs(redis.call('ZRANGE', kready(c, l), 0, -1)) do
+        listed[#listed + 1] = {l, tn}
+      end
+    end
+    for _, m in ipairs(redis.call('ZRANGE', kblocked(c), 0, -1)) do
+      local l, tn = string.match(m, '^(%d):(.*)$')
+      listed[#listed + 1] = {tonumber(l), tn}
+    end
+    for _, x in ipairs(listed) do
+      if #r >= 4 + 6 * n then
+        return r
+      end
+      local k, w = #r, redis.call('HGET', kflow(c, x[1], x[2]), 'w') or '1'
+      r[k + 1], r[k + 2], r[k + 3] = c, tostring(x[1]), x[2]
+      r[k + 4], r[k + 5], r[k + 6] = redis.call('LLEN', kline(c, x[1], x[2])), w, recent[x[2]] or 0
+    end
   end
   return r
 end

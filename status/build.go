@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/policies"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // build turns the reads into the page's data.
@@ -34,6 +35,14 @@ func (s *statusPage) build(p *policies.Policies, tenants []SeenTenant, reads []p
 		d.Tenants = append(d.Tenants, d.tenant(t, got, rowMaker{a, waits, now}, seenGlobal))
 	}
 	slices.SortStableFunc(d.Globals, func(x, y windowView) int { return strings.Compare(x.TaskType, y.TaskType) })
+	if s.cfg.Lines != nil {
+		d.Fair, d.ShareSpan = true, fmtDuration(throttle.ShareSpan)
+		if r := got[pageRead{lines: true}]; r.err != nil {
+			d.FairErr = d.failed(r.err)
+		} else {
+			d.Lines = linesViews(r.flows)
+		}
+	}
 	d.Providers = providerViews(a.Providers(), now)
 	return d
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/policies"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // Defaults of PageConfig.
@@ -69,6 +70,12 @@ type PageConfig struct {
 	// Name names the worker in the page's title; default the host name and
 	// the process ID, "host (pid 4242)".
 	Name string
+
+	// Lines are the fair lines the workers serve tasks through, when
+	// fairness is on (worker.Server.Lines); nil for none. The page then
+	// shows, per task type, each waiting tenant's tasks in line by
+	// priority and its share of the recent grants of the shared rules.
+	Lines *throttle.Lines
 }
 
 // Page returns the handler of a worker's status page, an HTML page

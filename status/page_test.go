@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/retryset"
 	"github.com/sluicehq/sluice/status"
+	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -344,4 +345,63 @@ func TestPageWithoutRedis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPageFairLines: with the fair lines, the page shows each waiting
+// tenant's tasks in line by priority, with its weight, read from Redis.
+func TestPageFairLines(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
+	ls := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)).Lines(throttle.LinesConfig{})
+	account := throttle.LineCheck{Check: throttle.Check{Key: "account", Policy: throttle.Policy{Limit: 1, Window: time.Hour}, Cost: 1}, Shared: true}
+	arrivals := []struct {
+		tenant   string
+		priority int
+		weight   float64
+		n        int
+	}{{"acme", 3, 1, 4}, {"globex", 1, 2, 2}}
+	for _, a := range arrivals {
+		for i := range a.n {
+			if _, err := ls.Arrive(context.Background(), throttle.Arrival{Class: producer.TypeSMS, Priority: a.priority, Tenant: a.tenant,
+				Weight: a.weight, Queue: "default", ID: fmt.Sprintf("%s-%d", a.tenant, i), Checks: []throttle.LineCheck{account}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p, err := policies.Parse(t.Name(), []byte(perHourAndAccount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := status.Page(rdb, status.PageConfig{Policies: policies.Static(p), Activity: status.NewActivity(nil), Prefix: prefix, Lines: ls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	body := rec.Body.String()
+	// acme's first task was admitted at once: 3 of its 4 wait.
+	for _, want := range []string{
+		`<tr class="flow" data-tenant="globex" data-priority="1"><td></td><td>globex</td><td class="num">1</td><td class="num">2</td><td class="num inline">2</td>`,
+		`<tr class="flow" data-tenant="acme" data-priority="3"><td></td><td>acme</td><td class="num">3</td><td class="num">1</td><td class="num inline">3</td>`,
+		`<span class="priority" data-priority="1">1: <span class="count">2</span></span> <span class="priority" data-priority="3">3: <span class="count">3</span></span>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s:\n%s", want, section(body, "lines"))
+		}
+	}
+}
+
+// section returns the section of body whose id is id.
+func section(body, id string) string {
+	i := strings.Index(body, `<section id="`+id+`">`)
+	if i < 0 {
+		return "(no section " + id + ")"
+	}
+	j := strings.Index(body[i:], "</section>")
+	if j < 0 {
+		return body[i:]
+	}
+	return body[i : i+j]
 }

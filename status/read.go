@@ -9,14 +9,16 @@ import (
 
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/retryset"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // pageRead is one Redis read of a page: the windows of a tenant's task
-// type (policies.Usage), or a queue's retry set (retryset.Head) when
-// queue is set.
+// type (policies.Usage), a queue's retry set (retryset.Head) when queue is
+// set, or the fair lines (throttle.Lines.Waiting) when lines is.
 type pageRead struct {
 	tenant, taskType string
 	queue            string
+	lines            bool
 }
 
 // readResult is what a pageRead got.
@@ -24,6 +26,7 @@ type readResult struct {
 	pageRead
 	usage []policies.RuleUsage
 	retry retryset.Queue
+	flows []throttle.WaitingFlow
 	err   error
 }
 
@@ -51,6 +54,9 @@ func (s *statusPage) collect(ctx context.Context) statusData {
 	}
 	for _, q := range s.cfg.Queues {
 		reads = append(reads, pageRead{queue: q})
+	}
+	if s.cfg.Lines != nil {
+		reads = append(reads, pageRead{lines: true})
 	}
 	results := make(chan readResult, len(reads)) // never blocks a late read
 	for _, rd := range reads {
@@ -94,6 +100,10 @@ func (s *statusPage) run(ctx context.Context, p *policies.Policies, rd pageRead)
 	defer func() { <-s.reads }()
 	if ctx.Err() != nil {
 		return readResult{pageRead: rd, err: errNotRead}
+	}
+	if rd.lines {
+		flows, err := s.cfg.Lines.Waiting(ctx)
+		return readResult{pageRead: rd, flows: flows, err: err}
 	}
 	if rd.queue != "" {
 		rq, err := retryset.Head(ctx, s.ins, rd.queue, s.cfg.RetryTasks, s.cfg.RetryTasks)

@@ -21,6 +21,25 @@ type statusData struct {
 	Partial   bool // the counts cover only the first RetryTasks of a queue
 	Listed    int  // PageConfig.RetryTasks
 	Providers []providerView
+
+	Fair      bool        // PageConfig.Lines is set
+	FairErr   string      // the lines were not read
+	Lines     []linesView // by task type
+	ShareSpan string
+}
+
+// linesView is what waits in the fair lines of one task type.
+type linesView struct {
+	TaskType   string
+	ByPriority []byCount // tasks in line at each priority that has any, most urgent first
+	Flows      []flowView
+}
+
+type flowView struct {
+	Tenant, Weight string
+	Priority       int
+	InLine, Grants int
+	SharePct       int // of the task type's grants over the share span
 }
 
 type tenantView struct {

@@ -410,6 +410,51 @@ func TestLinesVaryingDeliveries(t *testing.T) {
 	})
 }
 
+// TestLinesWaiting: Waiting lists each waiting flow with the tasks in its
+// line (every task not yet given a slot), its weight, and its tenant's
+// grants over the last share spans, which equal weights make equal.
+func TestLinesWaiting(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 10, Window: time.Second})
+		s.weights["globex"] = 2
+		s.enqueue("acme", 3, 100)
+		s.enqueue("globex", 1, 100)
+		s.run(8 * time.Second)
+		s.setClock()
+		got, err := s.ls.Waiting(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		given := map[string]int{}
+		for _, x := range s.sends {
+			given[x.tenant]++
+		}
+		for id := range s.moving {
+			given[s.tasks[id].tenant]++
+		}
+		if len(got) != 2 {
+			t.Fatalf("Waiting = %+v, want acme and globex", got)
+		}
+		grants := map[string]int{}
+		for _, f := range got {
+			want := map[string]struct {
+				priority int
+				weight   float64
+			}{"acme": {3, 1}, "globex": {1, 2}}[f.Tenant]
+			if f.Class != "sms:send" || f.Priority != want.priority || f.Weight != want.weight || f.InLine != 100-given[f.Tenant] {
+				t.Errorf("%+v: want priority %d, weight %v, %d in line", f, want.priority, want.weight, 100-given[f.Tenant])
+			}
+			grants[f.Tenant] = f.Grants
+		}
+		// globex is more urgent: acme gets its reserve, one grant in ten,
+		// over 5 to 10 s of a rule of 10 a second.
+		if g, a := grants["globex"], grants["acme"]; g < 40 || a < 4 || a > g/5 {
+			t.Errorf("grants over the last spans: %v; want globex's at least 40 and acme's its reserve", grants)
+		}
+	})
+}
+
 // TestLinesDrop: a parked task dropped (deleted from its queue) is never
 // granted, and a dropped grant's place is free again.
 func TestLinesDrop(t *testing.T) {

@@ -79,6 +79,15 @@ func (f *fairLines) moveOne(ctx context.Context, g throttle.Grant) bool {
 	return true
 }
 
+// Lines returns the fair lines t serves tasks through; nil when it serves
+// first come, first served (no ThrottleConfig.QueueRedis, or FairnessOff).
+func (t *Throttle) Lines() *throttle.Lines {
+	if t.fair == nil {
+		return nil
+	}
+	return t.fair.lines
+}
+
 // wake nudges the dispatch loop without waiting.
 func (f *fairLines) wake() {
 	select {

@@ -250,6 +250,11 @@ func (s *Server) Unthrottled() []string {
 	return out
 }
 
+// Lines returns the fair lines the server serves tasks through, for
+// status.PageConfig.Lines; nil when it serves first come, first served
+// (FairnessOff).
+func (s *Server) Lines() *throttle.Lines { return s.throttle.Lines() }
+
 // Ready reports whether the server can work: nil when Redis answers a
 // PING within ctx and policies are loaded. It is the /readyz check of
 // status.OpsHandler.

@@ -57,6 +57,7 @@ func newWorker(rdb redis.UniversalClient, cfg worker.Config, ops net.Listener, t
 		Activity: activity,
 		Queues:   slices.Collect(maps.Keys(cfg.Queues)),
 		Prefix:   cfg.Prefix,
+		Lines:    srv.Lines(),
 	})
 	if err != nil {
 		return nil, err
