@@ -130,14 +130,20 @@ func Run(ctx context.Context, cfg Config) error {
 	} else {
 		fmt.Fprintf(out, "redis: %s, queue %s and limiter prefix %s of this run only, deleted at the end\n", b.addr, queue, prefix)
 	}
+	lt := newLate(tasks)
 	tenants := make([]string, len(tenantShares))
 	for i, t := range tenantShares {
 		tenants[i] = t.Name
 	}
+	counts := split(tasks)
+	if lt != nil {
+		counts = append(split(tasks-1), 1)
+		tenants = append(tenants, lt.tenant)
+	}
 	current := policyFile.Current()
 	rules := current.Rules(producer.TypeSMS)
 	fmt.Fprintf(out, "policies: %s\n", describe(current.Source(), rules, tenants))
-	drain := drainTime(current, tenants, split(tasks))
+	drain := drainTime(current, tenants, counts)
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = timeoutFor(drain)
@@ -151,10 +157,11 @@ func Run(ctx context.Context, cfg Config) error {
 		prefix:  prefix,
 		rules:   rules,
 		tenants: tenants,
+		late:    lt,
 		prov:    newDemoProvider(),
 		returns: map[string]int{},
 	}
-	err = r.run(ctx, policyFile, tasks, drain, timeout, logger)
+	err = r.run(ctx, policyFile, counts[:len(tenantShares)], drain, timeout, logger)
 	if b.embedded == nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -174,18 +181,20 @@ type runner struct {
 	queue   string
 	prefix  string
 	rules   []policies.Rule
-	tenants []string
+	tenants []string // acme, globex, initech, and the late tenant if any
+	late    *late    // nil: none
 	prov    *demoProvider
 
 	mu      sync.Mutex
 	returns map[string]int // tenant -> throttled returns, from the worker's ErrorHandler
 }
 
-// run enqueues, runs the worker until every task is sent, the timeout, or
-// ctx's end, and prints the summary. drain is how long the tasks take at
-// best (drainTime).
-func (r *runner) run(ctx context.Context, policyFile *policies.File, tasks int, drain, timeout time.Duration, logger *slog.Logger) error {
-	want, err := r.enqueue(ctx, tasks)
+// run enqueues counts[i] SMS of each of the demo's tenants at once (and
+// later the late tenant's), runs the worker until every task is sent, the
+// timeout, or ctx's end, and prints the summary. drain is how long the
+// tasks take at best (drainTime).
+func (r *runner) run(ctx context.Context, policyFile *policies.File, counts []int, drain, timeout time.Duration, logger *slog.Logger) error {
+	want, err := r.enqueue(ctx, counts)
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintln(r.out, "interrupted while enqueueing")
@@ -197,8 +206,14 @@ func (r *runner) run(ctx context.Context, policyFile *policies.File, tasks int, 
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	fmt.Fprintf(r.out, "tasks: %s enqueued at once; a worker in this process sends them through a demo provider that records when each arrives\n", shares(want, r.tenants))
-	fmt.Fprintf(r.out, "%s\n\n", timeLine(len(want), drain, timeout))
+	fmt.Fprintf(r.out, "tasks: %s enqueued at once; a worker in this process sends them through a demo provider that records when each arrives\n",
+		shares(want, r.tenants[:len(counts)]))
+	tasks := len(want)
+	if r.late != nil {
+		tasks++
+		fmt.Fprintf(r.out, "late tenant: 1 SMS of %s, which has nothing waiting, enqueued once %d of the others' are sent\n", r.late.tenant, r.late.after)
+	}
+	fmt.Fprintf(r.out, "%s\n\n", timeLine(tasks, drain, timeout))
 	fmt.Fprintf(r.out, "%s\n\n", legend)
 
 	// The worker stops when the run says, not at once on ctx's end: the
@@ -272,7 +287,13 @@ func (r *runner) watch(ctx context.Context, insp *asynq.Inspector, want map[stri
 		r.draw(r.progress(want, last), start)
 	}
 loop:
-	for !allSent(want, r.prov.receipts()) {
+	for !allSent(want, r.prov.receipts()) || r.late.due(len(want)) {
+		if sent := sentOf(want, r.prov.receipts()); r.late.due(sent) {
+			if err := r.enqueueLate(ctx, want, sent); err != nil {
+				return false, false, fmt.Errorf("demo: %w", err)
+			}
+			continue
+		}
 		select {
 		case <-r.prov.received:
 		case <-tick.C:
@@ -306,6 +327,9 @@ func (r *runner) report(insp *asynq.Inspector, want map[string]string, took time
 	fmt.Fprintf(r.out, "\nsummary: %d of %d tasks sent in %s, %s\n", s.Sent, s.Enqueued, seconds(took), count(s.Returns, "throttled return"))
 	fmt.Fprintln(r.out, "rule columns: the most the provider received within one window of the rule, of its limit")
 	fmt.Fprint(r.out, s.table(r.rules))
+	if line := r.late.line(o.got); line != "" {
+		fmt.Fprintln(r.out, line)
+	}
 	if interrupted {
 		fmt.Fprintln(r.out, s.interrupted())
 		return ErrInterrupted
@@ -317,15 +341,18 @@ func (r *runner) report(insp *asynq.Inspector, want map[string]string, took time
 	return nil
 }
 
-// enqueue enqueues tasks SMS tasks through the producer, the tenants taking
-// turns, and returns their IDs and tenants.
-func (r *runner) enqueue(ctx context.Context, tasks int) (map[string]string, error) {
+// enqueue enqueues counts[j] SMS of the j-th tenant through the producer,
+// the tenants taking turns, and returns their IDs and tenants.
+func (r *runner) enqueue(ctx context.Context, counts []int) (map[string]string, error) {
 	pc := producer.NewClientFromRedisClient(r.broker.rdb)
 	defer pc.Close()
-	counts := split(tasks)
+	tasks := 0
+	for _, n := range counts {
+		tasks += n
+	}
 	want := map[string]string{}
 	for i := 0; len(want) < tasks; i++ {
-		for j, tenant := range r.tenants {
+		for j, tenant := range r.tenants[:len(counts)] {
 			if i >= counts[j] {
 				continue
 			}
@@ -395,13 +422,18 @@ func rows(text string, width int) int {
 
 // allSent reports whether every task of want was received.
 func allSent(want map[string]string, got []receipt) bool {
+	return sentOf(want, got) == len(want)
+}
+
+// sentOf counts the tasks of want that got holds, each once.
+func sentOf(want map[string]string, got []receipt) int {
 	seen := map[string]bool{}
 	for _, r := range got {
 		if _, ok := want[r.ID]; ok {
 			seen[r.ID] = true
 		}
 	}
-	return len(seen) == len(want)
+	return len(seen)
 }
 
 // split shares n tasks out over the tenants, every tenant at least one.

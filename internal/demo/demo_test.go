@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -190,6 +191,47 @@ func TestRun(t *testing.T) {
 			}
 			if r.logs != "" {
 				t.Errorf("the worker logged warnings:\n%s", r.logs)
+			}
+		})
+	}
+}
+
+// lateRE reads the summary's line of the late tenant.
+var lateRE = regexp.MustCompile(`\nlate tenant: umbrella's SMS, enqueued while (\d+) of the others' waited, was sent ([\d.]+)s after it, behind (\d+) of them\n`)
+
+// TestRunLateTenant: in a run of 30 SMS, the late tenant's one is
+// enqueued behind a backlog of the others' and reaches the provider ahead
+// of nearly all of it: behind at most 4 of the others' (the slots given
+// before it came, at most a lead ahead), where first come, first served
+// would put it behind all of them. Counted by the provider's order of
+// arrival.
+func TestRunLateTenant(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			url, _ := b.open(t)
+			r := run(t, Config{RedisURL: url, Tasks: 30}, newOutput(""), nil)
+			if r.err != nil {
+				t.Fatalf("Run: %v", r.err)
+			}
+			for _, want := range []string{
+				"tasks: 29 SMS (acme 16, globex 9, initech 4) enqueued at once",
+				"\nlate tenant: 1 SMS of umbrella, which has nothing waiting, enqueued once 9 of the others' are sent\n",
+				"\numbrella  1/1  ",
+			} {
+				if !strings.Contains(r.out, want) {
+					t.Errorf("output does not contain %q", want)
+				}
+			}
+			m := lateRE.FindStringSubmatch(r.out)
+			if m == nil {
+				t.Fatalf("no line of the late tenant")
+			}
+			waiting, _ := strconv.Atoi(m[1])
+			behind, _ := strconv.Atoi(m[3])
+			if waiting < 10 || behind > 4 {
+				t.Errorf("the late SMS came behind %d of the others' sends, with %d waiting; want at most 4 behind at least 10", behind, waiting)
 			}
 		})
 	}

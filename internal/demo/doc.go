@@ -1,6 +1,8 @@
 // Package demo is `worker --demo`: a run of Sluice that needs nothing but
 // Go. It enqueues a burst of SMS tasks for three tenants through the
-// producer, sends them with a worker (worker.NewServer) in the same process
+// producer, and once a third are sent one more for a late tenant with
+// nothing waiting (late.go: the summary says how long that one waited),
+// sends them with a worker (worker.NewServer) in the same process
 // through a provider that records when each message arrives, shows the
 // progress live, and ends with a summary and a verdict measured at the
 // provider: every task sent exactly once, and no rule's window ever held
