@@ -46,6 +46,7 @@ const (
 	TargetDrainViolations     = 0    // arrivals over a limit, every rule
 	TargetDrainUtilization    = 0.95 // least ideal drain time over actual
 	TargetDrainDenialsPerTask = 1.0  // most limiter denials per delivered task
+	TargetDrainJain           = 0.95 // least Jain's index among backlogged tenants, stretches of 5 windows
 	// and a p99 lateness of at most one window
 )
 
@@ -147,6 +148,10 @@ type DrainStrategy struct {
 
 	DenialsPerDelivered  float64 `json:"denials_per_delivered"`
 	DequeuesPerDelivered float64 `json:"dequeues_per_delivered"`
+
+	// Jain is the least Jain's index of the sends of the tenants that stay
+	// backlogged, over stretches of 5 windows (see jainStretch).
+	Jain JainResult `json:"jain"`
 
 	// Newcomer is the newcomer's wait (see newcomerTenant); nil when the
 	// drain ended before it came.
@@ -346,6 +351,7 @@ func drainTargets(s *DrainStrategy, window time.Duration) []DrainTarget {
 		{Name: "utilization", Want: TargetDrainUtilization, Got: s.Utilization, Met: s.Drained && s.Utilization >= TargetDrainUtilization},
 		{Name: "denials_per_delivered", Want: TargetDrainDenialsPerTask, AtMost: true, Got: s.DenialsPerDelivered,
 			Met: s.Drained && s.DenialsPerDelivered <= TargetDrainDenialsPerTask},
+		{Name: "jain_min", Want: TargetDrainJain, Got: s.Jain.Min, Met: s.Drained && s.Jain.Min >= TargetDrainJain},
 		{Name: "p99_lateness_ms", Want: windowMs, AtMost: true, Got: s.LatenessP99Ms, Met: s.Drained && s.LatenessP99Ms <= windowMs},
 	}
 }
@@ -521,6 +527,7 @@ func (got *DrainStrategy) setDelivery(plan *drainPlan, d delivery, stopped time.
 	}
 	got.GlobalViolations, got.TenantViolations, got.TenantsViolated = d.globalOver, d.tenantOver, d.tenantsOver
 	got.MaxGlobalInWindow, got.MaxTenantInWindow = d.maxGlobal, d.maxTenant
+	got.Jain = d.jain
 	got.LatenessP50Ms, got.LatenessP99Ms, got.LatenessMaxMs = ms(d.lateness.p50), ms(d.lateness.p99), ms(d.lateness.max)
 	got.MarginLatenessP50Ms, got.MarginLatenessP99Ms = ms(d.marginLateness.p50), ms(d.marginLateness.p99)
 	if d.delivered > 0 {

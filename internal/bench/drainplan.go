@@ -273,6 +273,7 @@ type delivery struct {
 
 	lateness, marginLateness latenessStats // against the ideal schedule, and the one with margin
 	series                   DrainSeries
+	jain                     JainResult // among the backlogged tenants
 }
 
 // latenessStats are percentiles of the lateness of deliveries.
@@ -334,6 +335,7 @@ func drainDelivery(p *drainPlan, start time.Time, receipts []sink.Receipt) deliv
 	for _, times := range deliveries {
 		slices.SortFunc(times, time.Time.Compare)
 	}
+	d.jain = jainOf(deliveries, start, sc.window)
 	d.lateness = lateness(deliveries, p.ideal, start)
 	d.marginLateness = lateness(deliveries, p.withMargin, start)
 

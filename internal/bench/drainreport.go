@@ -23,6 +23,7 @@ func reportDrain(w io.Writer, res *Results) {
 	reportDrainTargets(w, dr)
 	reportDrainResults(w, dr)
 	reportNewcomer(w, dr)
+	reportJain(w, dr)
 	reportDrainCounts(w, dr)
 	window := seconds(dr.WindowSeconds)
 	fmt.Fprintf(w, "\nThe plots: for each %v of the drain, the most arrivals at the provider in any window of %v that "+
@@ -103,6 +104,8 @@ func reportDrainTargets(w io.Writer, dr *DrainResult) {
 			got, want = fmt.Sprintf("utilization: %.3f", t.Got), fmt.Sprintf("%.2f", t.Want)
 		case "denials_per_delivered":
 			got, want = fmt.Sprintf("limiter denials per delivered task: %.2f", t.Got), fmt.Sprintf("%.1f", t.Want)
+		case "jain_min":
+			got, want = fmt.Sprintf("least Jain's index among backlogged tenants, stretches of %d windows: %.3f", jainStretch, t.Got), fmt.Sprintf("%.2f", t.Want)
 		case "p99_lateness_ms":
 			got, want = fmt.Sprintf("p99 lateness: %s ms", thousands(t.Got)), fmt.Sprintf("%s ms (one window)", thousands(t.Want))
 		default:
@@ -157,6 +160,19 @@ func reportNewcomer(w io.Writer, dr *DrainResult) {
 		}
 		fmt.Fprintf(w, "| %s | %.2f | %s | %s | %s |\n", s.Name, nr.AtSeconds, strings.Join(waits, ", "), thousands(nr.MaxWaitMs),
 			thousands(float64(nr.BacklogAhead)))
+	}
+}
+
+// reportJain writes the table of fairness among backlogged tenants.
+func reportJain(w io.Writer, dr *DrainResult) {
+	fmt.Fprintf(w, "\nFairness among backlogged tenants: for every stretch of %d windows, starting at each whole window from "+
+		"the start, Jain's index of the sends of the tenants that are still to send after it, (Σx)² ÷ (n·Σx²): "+
+		"1 when each sent as many (their max-min shares are equal here: equal weights, one tenant limit), 1/n when one "+
+		"sent all. The table gives the least, the stretch it was in and how many tenants were backlogged then.\n\n", jainStretch)
+	fmt.Fprintf(w, "| strategy | least Jain's index | stretch from s | backlogged tenants | stretches |\n|---|---:|---:|---:|---:|\n")
+	for _, s := range dr.Strategies {
+		j := s.Jain
+		fmt.Fprintf(w, "| %s | %.3f | %.0f | %d | %d |\n", s.Name, j.Min, j.AtSeconds, j.Tenants, j.Stretches)
 	}
 }
 
