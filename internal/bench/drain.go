@@ -153,9 +153,10 @@ type DrainStrategy struct {
 	// backlogged, over stretches of 5 windows (see jainStretch).
 	Jain JainResult `json:"jain"`
 
-	// Newcomer is the newcomer's wait (see newcomerTenant); nil when the
-	// drain ended before it came.
-	Newcomer *NewcomerResult `json:"newcomer,omitempty"`
+	// Newcomer and Urgent are the joiners' waits (see joiners); nil when
+	// the drain ended before the joiner came.
+	Newcomer *JoinResult `json:"newcomer,omitempty"`
+	Urgent   *JoinResult `json:"urgent,omitempty"`
 
 	// Processes holds each worker process's own counters.
 	Processes []DrainProcess `json:"processes"`
@@ -415,7 +416,7 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 	if err := startDrainProcs(procs, exe, base, dir); err != nil {
 		return DrainStrategy{}, err
 	}
-	newcomer, err := awaitDrain(ctx, r, plan, st, procs, provider, start, queue)
+	joined, err := awaitDrain(ctx, r, plan, st, procs, provider, start, queue)
 	if err != nil {
 		return DrainStrategy{}, err
 	}
@@ -425,8 +426,11 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 	got := DrainStrategy{Name: st.name, About: st.about, Concurrency: st.concurrency, EnqueueSeconds: enqueueTime.Seconds()}
 	got.collect(r, procs)
 	got.setDelivery(plan, drainDelivery(plan, start, receipts), stopped)
-	if !newcomer.IsZero() {
-		got.Newcomer = newcomerResult(start, newcomer, receipts)
+	results := []**JoinResult{&got.Newcomer, &got.Urgent} // as joiners
+	for i, j := range joiners {
+		if !joined[i].IsZero() {
+			*results[i] = j.result(start, joined[i], receipts)
+		}
 	}
 	return got, nil
 }
@@ -448,12 +452,14 @@ func startDrainProcs(procs []*drainProc, exe string, base drainWorkerSpec, dir s
 }
 
 // awaitDrain waits until provider has received every task of the plan
-// once, and the newcomer's, or the plan's deadline from start has passed,
-// logging progress every 10 s. It enqueues the newcomer's tasks on queue
-// when their time comes, and returns when it did (zero if it did not). It
-// fails when ctx ends or a worker process exits early.
+// once, and the joiners', or the plan's deadline from start has passed,
+// logging progress every 10 s. It enqueues each joiner's tasks on queue
+// when their time comes, and returns when it did (zero if it did not), in
+// the order of joiners. It fails when ctx ends or a worker process exits
+// early.
 func awaitDrain(ctx context.Context, r *runner, plan *drainPlan, st drainStrategy, procs []*drainProc, provider *sink.Sink,
-	start time.Time, queue string) (newcomer time.Time, err error) {
+	start time.Time, queue string) (joined []time.Time, err error) {
+	joined = make([]time.Time, len(joiners))
 	deadline := start.Add(plan.deadline())
 	want := plan.sc.tasks
 	poll := time.NewTicker(20 * time.Millisecond)
@@ -463,20 +469,22 @@ func awaitDrain(ctx context.Context, r *runner, plan *drainPlan, st drainStrateg
 	for {
 		select {
 		case <-ctx.Done():
-			return newcomer, ctx.Err()
+			return joined, ctx.Err()
 		case now := <-poll.C:
-			if newcomer.IsZero() && now.Sub(start) >= newcomerAt(plan) && provider.Unique() < want {
-				if newcomer, err = enqueueNewcomer(ctx, r.rdb, queue); err != nil {
-					return newcomer, err
+			for i, j := range joiners {
+				if joined[i].IsZero() && now.Sub(start) >= j.at(plan) && provider.Unique() < want {
+					if joined[i], err = j.enqueue(ctx, r.rdb, plan, queue); err != nil {
+						return joined, err
+					}
+					want += joinTasks
 				}
-				want += newcomerTasks
 			}
 			if provider.Unique() >= want || now.After(deadline) {
-				return newcomer, nil
+				return joined, nil
 			}
 			for _, p := range procs {
 				if p.exited() {
-					return newcomer, fmt.Errorf("worker process %d exited early: %v; its output ends:\n%s", p.spec.Process, p.err, p.output.String())
+					return joined, fmt.Errorf("worker process %d exited early: %v; its output ends:\n%s", p.spec.Process, p.err, p.output.String())
 				}
 			}
 		case now := <-progress.C:

@@ -67,10 +67,13 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 		}
 		c := s.DrainCounts
 		sends := int64(dr.Tasks)
-		if s.Newcomer != nil {
-			sends += newcomerTasks
-			if len(s.Newcomer.WaitsMs) != newcomerTasks {
-				t.Errorf("%s: the newcomer's waits %v, want %d", where, s.Newcomer.WaitsMs, newcomerTasks)
+		for _, j := range []*JoinResult{s.Newcomer, s.Urgent} {
+			if j == nil {
+				continue
+			}
+			sends += joinTasks
+			if len(j.WaitsMs) != joinTasks {
+				t.Errorf("%s: a joiner's waits %v, want %d", where, j.WaitsMs, joinTasks)
 			}
 		}
 		if c.Sends != sends || c.SendErrors != 0 || c.Failed != 0 || c.LimiterErrors != 0 ||
@@ -104,8 +107,8 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 		t.Errorf("per-process: %d arrivals over the provider limit, at most %d in a window; want the limit broken",
 			pp.GlobalViolations, pp.MaxGlobalInWindow)
 	}
-	if len(dr.Targets) != 4 {
-		t.Errorf("targets %+v, want 4", dr.Targets)
+	if len(dr.Targets) != 5 {
+		t.Errorf("targets %+v, want 5", dr.Targets)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/arrivals"
@@ -134,7 +135,10 @@ func (p *drainPlan) deadline() time.Duration {
 }
 
 // taskID is the asynq task ID of the i-th task in enqueue order.
-func taskID(i int) string { return fmt.Sprintf("drain-%05d", i) }
+func taskID(i int) string { return fmt.Sprintf("%s%05d", taskIDPrefix, i) }
+
+// taskIDPrefix starts the ID of every task of the plan.
+const taskIDPrefix = "drain-"
 
 // tenantSizes splits tasks over tenants in shares ∝ 1/(i+1)^skew, rounded
 // by largest remainder so that they add up to tasks exactly.
@@ -304,8 +308,8 @@ func drainDelivery(p *drainPlan, start time.Time, receipts []sink.Receipt) deliv
 	for _, r := range receipts {
 		all = append(all, r.At)
 		t, ok := tenantOf[r.Tenant]
-		if !ok {
-			continue // not a task of the plan (the newcomer's): counted in all, no tenant's
+		if !ok || !strings.HasPrefix(r.ID, taskIDPrefix) {
+			continue // not a task of the plan (a joiner's): counted in all, no tenant's
 		}
 		d.received++
 		byTenant[t] = append(byTenant[t], r.At)

@@ -217,11 +217,11 @@ func TestDrainDelivery(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	ms := func(m int) time.Time { return start.Add(time.Duration(m) * time.Millisecond) }
 	receipts := []sink.Receipt{
-		{ID: "t0", Tenant: "a", At: ms(100)},  // 100 ms late
-		{ID: "t2", Tenant: "b", At: ms(150)},  // 150 ms late
-		{ID: "t1", Tenant: "a", At: ms(900)},  // 100 ms ahead, and a's second in a window: over
-		{ID: "t1", Tenant: "a", At: ms(950)},  // a duplicate, over for a and, as the third in a window, for all
-		{ID: "t3", Tenant: "a", At: ms(2500)}, // 500 ms late
+		{ID: "drain-t0", Tenant: "a", At: ms(100)},  // 100 ms late
+		{ID: "drain-t2", Tenant: "b", At: ms(150)},  // 150 ms late
+		{ID: "drain-t1", Tenant: "a", At: ms(900)},  // 100 ms ahead, and a's second in a window: over
+		{ID: "drain-t1", Tenant: "a", At: ms(950)},  // a duplicate, over for a and, as the third in a window, for all
+		{ID: "drain-t3", Tenant: "a", At: ms(2500)}, // 500 ms late
 	}
 	d := drainDelivery(p, start, receipts)
 	if d.delivered != 4 || d.received != 5 || !d.drained {

@@ -140,26 +140,32 @@ func reportDrainResults(w io.Writer, dr *DrainResult) {
 	}
 }
 
-// reportNewcomer writes the table of the newcomer's wait in each
-// strategy's drain.
+// reportNewcomer writes the table of the joiners' waits in each
+// strategy's drain: the newcomer's and the urgent tasks'.
 func reportNewcomer(w io.Writer, dr *DrainResult) {
-	fmt.Fprintf(w, "\nA newcomer: a third of the way through the ideal drain, a tenant with nothing waiting enqueues %d SMS "+
-		"behind the backlog. Its wait is from its enqueue to the provider; *backlog ahead* counts the backlog's arrivals "+
-		"between that enqueue and the newcomer's last arrival. The bound for fair service is the provider rule's slot "+
-		"(window ÷ limit) plus the fetch interval plus 100 ms: %s ms here.\n\n", newcomerTasks, thousands(newcomerBoundMs(dr)))
-	fmt.Fprintf(w, "| strategy | enqueued at s | waits ms | most ms | backlog ahead |\n|---|---:|---|---:|---:|\n")
+	fmt.Fprintf(w, "\nTwo joiners: a third of the way through the ideal drain, a *newcomer*, a tenant with nothing waiting, "+
+		"enqueues %d SMS behind the backlog; half way through, the tenant with the largest backlog enqueues %d *urgent* "+
+		"SMS, of priority 1 (the backlog's are 3). Each wait is from the enqueue to the provider; *backlog ahead* counts "+
+		"the other tasks' arrivals between that enqueue and the joiner's last arrival. The bound for fair service, for "+
+		"a newcomer's first SMS and an urgent one, is the provider rule's slot (window ÷ limit) plus the fetch interval "+
+		"plus 100 ms: %s ms here.\n\n", joinTasks, joinTasks, thousands(newcomerBoundMs(dr)))
+	fmt.Fprintf(w, "| strategy | joiner | enqueued at s | waits ms | most ms | backlog ahead |\n|---|---|---:|---|---:|---:|\n")
 	for _, s := range dr.Strategies {
-		nr := s.Newcomer
-		if nr == nil {
-			fmt.Fprintf(w, "| %s | not enqueued: the drain ended first | | | |\n", s.Name)
-			continue
+		for _, j := range []struct {
+			name string
+			r    *JoinResult
+		}{{"newcomer", s.Newcomer}, {"urgent", s.Urgent}} {
+			if j.r == nil {
+				fmt.Fprintf(w, "| %s | %s | not enqueued: the drain ended first | | | |\n", s.Name, j.name)
+				continue
+			}
+			waits := make([]string, len(j.r.WaitsMs))
+			for i, ms := range j.r.WaitsMs {
+				waits[i] = thousands(ms)
+			}
+			fmt.Fprintf(w, "| %s | %s | %.2f | %s | %s | %s |\n", s.Name, j.name, j.r.AtSeconds, strings.Join(waits, ", "),
+				thousands(j.r.MaxWaitMs), thousands(float64(j.r.BacklogAhead)))
 		}
-		waits := make([]string, len(nr.WaitsMs))
-		for i, ms := range nr.WaitsMs {
-			waits[i] = thousands(ms)
-		}
-		fmt.Fprintf(w, "| %s | %.2f | %s | %s | %s |\n", s.Name, nr.AtSeconds, strings.Join(waits, ", "), thousands(nr.MaxWaitMs),
-			thousands(float64(nr.BacklogAhead)))
 	}
 }
 
