@@ -501,11 +501,31 @@ func TestRedisOutage(t *testing.T) {
 // partition that drops every byte, while the others go on: the partitioned
 // worker admits nothing (it sends nothing after the first second of the
 // partition), the others keep delivering within the limits, and after the
-// partition every task has been delivered exactly once.
+// partition every task has been delivered exactly once. It runs first
+// come, first served, where the tasks wait in the workers (--max-hold), so
+// the cut one asks the limiter during the partition, and with the fair
+// lines, where the tasks wait parked in the retry set and the cut one's
+// dispatch loop asks Redis for grants during the partition.
 func TestPartitionedWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the partition lasts 10 s")
 	}
+	cases := []struct {
+		name  string
+		args  []string
+		tried string // what the cut worker logs of each call that fails during the partition
+	}{
+		{"first come, first served", []string{"--max-hold", "1m", "--fairness", "off"}, "limiter did not decide"},
+		{"fair lines", []string{"--fairness", "on"}, "could not dispatch the fair lines"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { partitionedWorker(t, tc.args, tc.tried) })
+	}
+}
+
+// partitionedWorker is TestPartitionedWorker with the workers' extra args;
+// tried is the message the cut worker logs of a call to Redis that failed.
+func partitionedWorker(t *testing.T, extra []string, tried string) {
 	const partition = 10 * time.Second
 	rawURL := redistest.URL(t)
 	rdb := redistest.Client(t)
@@ -516,12 +536,9 @@ func TestPartitionedWorker(t *testing.T) {
 	want := backlog(t, rdb, queue, 30, "acme", "globex")
 	policies, prefix := lim.policies(t), redistest.Prefix(t) // the workers must share them
 	args := func(name, url string) []string {
-		return []string{"--redis", url, "--policies", policies, "--sms-webhook", sink.url(name),
+		return append([]string{"--redis", url, "--policies", policies, "--sms-webhook", sink.url(name),
 			"--queues", queue + "=1", "--prefix", prefix, "--concurrency", "4",
-			"--decision-timeout", decisionTimeout.String(), "--log-level", "debug",
-			// First come, first served, tasks wait in the workers, so the
-			// cut one asks the limiter during the partition.
-			"--max-hold", "1m", "--fairness", "off"}
+			"--decision-timeout", decisionTimeout.String(), "--log-level", "debug"}, extra...)
 	}
 	procs := append(startWorkers(t, 1, args("cut", throughProxy)...), startWorkers(t, 2, args("other", rawURL)...)...)
 
@@ -554,12 +571,12 @@ func TestPartitionedWorker(t *testing.T) {
 	if sent["other"] == 0 {
 		t.Errorf("the other workers sent nothing during the partition")
 	}
-	undecided := logLines(t, procs[0].logs.String(), "limiter did not decide")
-	if len(undecided) == 0 {
-		t.Errorf("the partitioned worker asked the limiter nothing during the partition: the partition tested nothing")
+	failed := logLines(t, procs[0].logs.String(), tried)
+	if len(failed) == 0 {
+		t.Errorf("the partitioned worker logged no %q: it asked Redis nothing during the partition, which tested nothing", tried)
 	}
-	t.Logf("during the %v partition: the other workers sent %d tasks, the partitioned one none and failed %d decisions",
-		partition, sent["other"], len(undecided))
+	t.Logf("during the %v partition: the other workers sent %d tasks, the partitioned one none and logged %d of %q",
+		partition, sent["other"], len(failed), tried)
 }
 
 // TestWorkerKilledMidTask kills a worker process with SIGKILL while its

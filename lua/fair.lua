@@ -331,16 +331,46 @@ local function unblock(c)
   end
 end
 
+-- The pace of a shared log: its slots are given on a schedule of one a
+-- slot interval (window / limit), kept in the class's hash (field 'n' and
+-- the log's key): the time from which its next slot may be given. After a
+-- slot given at p, it is a slot interval after the earlier of p and the
+-- schedule; a slot given late (a moved place left its log without room
+-- until then) does not push the schedule back, so the slots after it
+-- catch up as their room comes; the schedule starts again from p when p
+-- is more than a window behind it (the log was idle).
+local paces = {}
+local function pace(c, k)
+  if paces[k] == nil then
+    paces[k] = tonumber(redis.call('HGET', kclass(c), 'n' .. k)) or false
+  end
+  return paces[k]
+end
+
+local function advance(c, rules, p)
+  for _, r in ipairs(rules) do
+    if r.s == 1 and r.a == 'sliding-log' then
+      local i, n = math.floor(r.w / r.l), pace(c, r.k)
+      local nx = p + i
+      if n and p - n <= r.w then
+        nx = math.min(n, p) + i
+      end
+      paces[r.k] = nx
+      redis.call('HSET', kclass(c), 'n' .. r.k, num(nx))
+    end
+  end
+end
+
 -- earliest returns the earliest time at or after `at` at which every rule
 -- of f fits: of its own rules, and of its shared ones. With `paced`, a
 -- shared log that has been full within its last two windows (a backlog waits
 -- for it: the time is kept in the class's hash, field 'f' and its key)
--- also keeps a slot interval (window / limit) after its newest member, so
--- that a backlog is given its slots at the rule's rate, spread out, and
--- not in bursts: a log keeps the shape of a burst (ten admissions at one
--- instant leave it together a window later), and the next slot is then
--- never more than a slot interval away for a flow that starts waiting. A
--- rule with room to spare, such as a large daily quota, is not paced.
+-- also waits for its pace (above), so that a backlog is given its slots at
+-- the rule's rate, spread out, and not in bursts: a log keeps the shape of
+-- a burst (ten admissions at one instant leave it together a window
+-- later), and the next slot is then never more than a slot interval away
+-- for a flow that starts waiting. A rule with room to spare, such as a
+-- large daily quota, is not paced.
 local function earliest(f, at, paced)
   local own, shared = at, at
   for _, r in ipairs(f.rules) do
@@ -353,11 +383,9 @@ local function earliest(f, at, paced)
           redis.call('HSET', kclass(f.c), field, num(now))
         end
         local full = tonumber(redis.call('HGET', kclass(f.c), field))
-        if full and now - full <= 2 * r.w then
-          local m = redis.call('ZRANGE', r.k, -1, -1, 'WITHSCORES')
-          if m[2] then
-            shared = math.max(shared, tonumber(m[2]) + math.floor(r.w / r.l))
-          end
+        local n = pace(f.c, r.k)
+        if full and now - full <= 2 * r.w and n then
+          shared = math.max(shared, n)
         end
       end
     else
@@ -414,10 +442,15 @@ end
 -- grant gives the head task of flow f (start tag s) a place at p and moves
 -- f's tags. It returns the task's queue and id, and whether it is `here`,
 -- the task at the calling worker: its units are then recorded as admitted.
-local function grant(f, s, p, here)
+-- It advances the pace of f's shared logs, unless the slot is `swapped`
+-- (taken over from another grant, on the pace already).
+local function grant(f, s, p, here, swapped)
   local e = unentry(redis.call('LPOP', kline(f.c, f.l, f.tn)))
   local taken = e.id == here
   record(f.rules, e.id, p, taken)
+  if not swapped then
+    advance(f.c, f.rules, p) -- a slot taken over was on the pace already
+  end
   if taken then
     redis.call('HDEL', ktasks, e.id)
   else
@@ -566,7 +599,10 @@ local function takeOver(c, f, here)
     end
   end
   local ahead, held = {}, {}
-  for _, gid in ipairs(redis.call('ZRANGE', kgrants, num(now), num(now + leadOf(c)), 'BYSCORE', 'LIMIT', 0, 4 * scan)) do
+  -- Grants whose place has passed count too: their tasks are late (up to
+  -- `late`, after which reap took them back), and a slot taken over from
+  -- one is here's at once.
+  for _, gid in ipairs(redis.call('ZRANGE', kgrants, '-inf', num(now + leadOf(c)), 'BYSCORE', 'LIMIT', 0, 4 * scan)) do
     local raw = redis.call('HGET', ktasks, gid)
     local g = raw and cjson.decode(raw)
     if g and g.s == 'G' and g.c == c then
@@ -581,21 +617,26 @@ local function takeOver(c, f, here)
   for _, a in ipairs(ahead) do
     local g = a.g
     if g.l > f.l or (g.l == f.l and held[a.who] >= 2) then
-      -- In a log where the bumped task held as many members, here takes
-      -- them over one for one, which changes no count; any other rule of
-      -- here's must have room at p.
-      -- The members are looked up in the log itself, not in the bumped
-      -- flow's rules, which a reload or a later arrival may have rewritten
-      -- since its places were written.
+      -- here takes the slot at p, or now if p has passed. In a log where
+      -- the bumped task held as many members at p, it takes them over one
+      -- for one, which changes no count, and when p has passed moves them
+      -- to now as a late claim would (movable); any other rule of here's
+      -- must have room then. The members are looked up in the log itself,
+      -- not in the bumped flow's rules, which a reload or a later arrival
+      -- may have rewritten since its places were written.
       local p, swap = tonumber(g.p), {}
+      local at = math.max(p, now)
       for _, r in ipairs(f.rules) do
         local held = r.a == 'sliding-log'
         for j = 1, (held and r.c or 0) do
           held = held and tonumber(redis.call('ZSCORE', r.k, '@' .. a.id .. '#' .. j)) == p
         end
         if held then
+          if at > p and not movable({r}, p) then
+            return false
+          end
           swap[#swap + 1] = r
-        elseif free(r, p, c) > p then
+        elseif free(r, at, c) > at then
           return false
         end
       end
@@ -605,8 +646,8 @@ local function takeOver(c, f, here)
           redis.call('ZREM', r.k, '@' .. a.id .. '#' .. j) -- gone already, unless its flow's rules changed
         end
       end
-      grant(f, s, p, here)
-      return p
+      grant(f, s, at, here, true)
+      return at
     end
   end
   return false
@@ -833,7 +874,17 @@ else
 end
 
 ownFlow()
-local mine = step(c, out, id) or takeOver(c, f, id)
+-- A task whose next slot of its own is not at once first tries to take
+-- over an earlier one that it is owed (takeOver); then the step gives the
+-- slots due, to it if it is still in line.
+local mine, tried = false, false
+if math.max(earliest(f, now, true)) > now + tolerance then
+  mine, tried = takeOver(c, f, id), true
+end
+mine = step(c, out, id) or mine
+if not mine and not tried then
+  mine = takeOver(c, f, id)
+end
 if mine then
   if mine == now then
     return reply(1, 0)

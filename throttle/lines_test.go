@@ -400,12 +400,14 @@ func TestLinesVaryingDeliveries(t *testing.T) {
 		if mean := time.Duration(s.held/int64(s.moved)) * time.Microsecond; mean > 60*time.Millisecond {
 			t.Errorf("a granted task waited %v at its worker on average, want at most 60ms", mean)
 		}
-		// Each late task delays its slot's next turn by its lateness, as
-		// the window counts it from the send: some of the rate is lost,
-		// never a window exceeded.
+		// Each late task delays its own slot's next turn by its lateness,
+		// as the window counts it from the send, but not the slots after
+		// it: the pace catches up. Some of the rate is lost (a tenth at
+		// most here; 0.84 of it was used when a late slot pushed back
+		// every slot after it), never a window exceeded.
 		c := s.count(3*time.Second, 13*time.Second)
-		if n := c["acme"] + c["globex"]; n < 400 {
-			t.Errorf("%d sends in windows 3 to 13, want at least 0.8 of 500", n)
+		if n := c["acme"] + c["globex"]; n < 450 {
+			t.Errorf("%d sends in windows 3 to 13, want at least 0.9 of 500", n)
 		}
 	})
 }
