@@ -68,6 +68,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	workerConcurrency := fs.Int("worker-concurrency", bench.DefaultWorkerConcurrency, "asynq Concurrency of both servers of the worker section")
 	drainShort := fs.Bool("drain-short", false, "run the drain section's short scenario (600 tasks, about 6 s a strategy) instead of the full one")
 	drainSlow := fs.Bool("drain-slow", false, "run the drain section's slow-provider scenario (1,200 tasks of 20 tenants, answers after 250 ms) instead of the full one")
+	drainWeighted := fs.Bool("drain-weighted", false, "run the drain section's scenario of unequal weights (1,440 tasks of 4 tenants weighted 3, 1, 1, 1) instead of the full one")
 	drainConcurrency := fs.Int("drain-concurrency", bench.DefaultDrainConcurrency, "asynq Concurrency of each worker process of the drain section")
 	only := fs.String("only", strings.Join(bench.Sections(), ","), "sections to run, comma-separated")
 	fs.Usage = cli.Usage(fs, synopsis, env)
@@ -98,6 +99,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 		DrainShort:       *drainShort,
 		DrainSlow:        *drainSlow,
+		DrainWeighted:    *drainWeighted,
 		DrainConcurrency: *drainConcurrency,
 
 		Sections: strings.Split(*only, ","),

@@ -92,6 +92,12 @@ type Config struct {
 	// target, docs/FAIRNESS.md).
 	DrainSlow bool
 
+	// DrainWeighted runs the drain section's scenario of unequal weights
+	// instead: 1,440 tasks of 4 tenants with equal backlogs, weighted 3,
+	// 1, 1 and 1 in the policies file, whose sends over 10 windows should
+	// each be within 10% of its weighted share (docs/FAIRNESS.md).
+	DrainWeighted bool
+
 	// DrainConcurrency is asynq's Config.Concurrency of each worker process
 	// of the drain section; zero means DefaultDrainConcurrency.
 	DrainConcurrency int
@@ -172,6 +178,7 @@ type Settings struct {
 	WorkerConcurrency int      `json:"worker_concurrency"` // asynq Concurrency of the worker section
 	DrainShort        bool     `json:"drain_short"`        // the drain section's short scenario
 	DrainSlow         bool     `json:"drain_slow"`         // the drain section's slow-provider scenario
+	DrainWeighted     bool     `json:"drain_weighted"`     // the drain section's scenario of unequal weights
 	DrainConcurrency  int      `json:"drain_concurrency"`  // asynq Concurrency of each worker process of the drain section
 	PoolSize          int      `json:"pool_size"`          // go-redis PoolSize of the limiter section, shared by its contenders
 	Command           string   `json:"command"`            // the command that reruns these settings
@@ -204,8 +211,8 @@ func withDefaults(cfg Config) (Config, error) {
 	if cfg.Duration < 0 || cfg.Warmup < 0 || cfg.Repeat < 0 || cfg.Keys < 0 || cfg.WorkerTasks < 0 || cfg.WorkerConcurrency < 0 || cfg.DrainConcurrency < 0 {
 		return cfg, errors.New("bench: negative duration, warm-up, repeat, keys, worker tasks, worker concurrency or drain concurrency")
 	}
-	if cfg.DrainShort && cfg.DrainSlow {
-		return cfg, errors.New("bench: the drain's short and slow-provider scenarios are two: choose one")
+	if b2i(cfg.DrainShort)+b2i(cfg.DrainSlow)+b2i(cfg.DrainWeighted) > 1 {
+		return cfg, errors.New("bench: the drain's short, slow-provider and weighted scenarios are three: choose one")
 	}
 	cfg.Duration = cmp.Or(cfg.Duration, DefaultDuration)
 	cfg.Warmup = cmp.Or(cfg.Warmup, DefaultWarmup)
@@ -304,6 +311,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			WorkerConcurrency: cfg.WorkerConcurrency,
 			DrainShort:        cfg.DrainShort,
 			DrainSlow:         cfg.DrainSlow,
+			DrainWeighted:     cfg.DrainWeighted,
 			DrainConcurrency:  cfg.DrainConcurrency,
 			PoolSize:          opt.PoolSize,
 			Command:           command(cfg),
@@ -362,6 +370,9 @@ func command(cfg Config) string {
 		if cfg.DrainSlow {
 			b.WriteString(" --drain-slow")
 		}
+		if cfg.DrainWeighted {
+			b.WriteString(" --drain-weighted")
+		}
 		fmt.Fprintf(&b, " --drain-concurrency %d", cfg.DrainConcurrency)
 	}
 	fmt.Fprintf(&b, " --only %s", strings.Join(cfg.Sections, ","))
@@ -418,4 +429,11 @@ func WriteFiles(dir string, res *Results) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	return writePlots(dir, res)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -47,6 +47,7 @@ const (
 	TargetDrainUtilization    = 0.95 // least ideal drain time over actual
 	TargetDrainDenialsPerTask = 1.0  // most limiter denials per delivered task
 	TargetDrainJain           = 0.95 // least Jain's index among backlogged tenants, stretches of 5 windows
+	TargetDrainShare          = 0.10 // most deviation of a tenant's sends from its weighted share over 10 windows
 	// and a p99 lateness of at most one window
 )
 
@@ -54,7 +55,7 @@ const (
 // under a quota per tenant and a limit for the provider, drained by worker
 // processes through a recording provider, once per strategy.
 type DrainResult struct {
-	Mode        string  `json:"mode"` // "full" (the default), "short" (Config.DrainShort) or "slow" (Config.DrainSlow)
+	Mode        string  `json:"mode"` // "full" (the default), "short" (Config.DrainShort), "slow" (Config.DrainSlow) or "weighted" (Config.DrainWeighted)
 	Tasks       int     `json:"tasks"`
 	Tenants     int     `json:"tenants"`
 	TenantTasks []int   `json:"tenant_tasks"` // tasks of tenant-00, tenant-01, ...: ∝ 1/(i+1)^Skew
@@ -152,6 +153,10 @@ type DrainStrategy struct {
 	// Jain is the least Jain's index of the sends of the tenants that stay
 	// backlogged, over stretches of 5 windows (see jainStretch).
 	Jain JainResult `json:"jain"`
+
+	// Shares are each tenant's sends over 10 windows against its weighted
+	// share (see shareWindows); nil in a scenario without weights.
+	Shares *ShareResult `json:"shares,omitempty"`
 
 	// Newcomer and Urgent are the joiners' waits (see joiners); nil when
 	// the drain ended before the joiner came.
@@ -295,6 +300,8 @@ func runDrain(ctx context.Context, r *runner, res *Results) error {
 		sc = drainShort
 	case r.cfg.DrainSlow:
 		sc = drainSlow
+	case r.cfg.DrainWeighted:
+		sc = drainWeighted
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -347,14 +354,19 @@ func runDrain(ctx context.Context, r *runner, res *Results) error {
 func drainTargets(s *DrainStrategy, window time.Duration) []DrainTarget {
 	violations := float64(s.GlobalViolations + s.TenantViolations)
 	windowMs := float64(window) / float64(time.Millisecond)
-	return []DrainTarget{
+	targets := []DrainTarget{
 		{Name: "violations", Want: TargetDrainViolations, AtMost: true, Got: violations, Met: violations <= TargetDrainViolations},
 		{Name: "utilization", Want: TargetDrainUtilization, Got: s.Utilization, Met: s.Drained && s.Utilization >= TargetDrainUtilization},
 		{Name: "denials_per_delivered", Want: TargetDrainDenialsPerTask, AtMost: true, Got: s.DenialsPerDelivered,
 			Met: s.Drained && s.DenialsPerDelivered <= TargetDrainDenialsPerTask},
 		{Name: "jain_min", Want: TargetDrainJain, Got: s.Jain.Min, Met: s.Drained && s.Jain.Min >= TargetDrainJain},
-		{Name: "p99_lateness_ms", Want: windowMs, AtMost: true, Got: s.LatenessP99Ms, Met: s.Drained && s.LatenessP99Ms <= windowMs},
 	}
+	if s.Shares != nil {
+		targets = append(targets, DrainTarget{Name: "share_deviation", Want: TargetDrainShare, AtMost: true, Got: s.Shares.MaxDeviation,
+			Met: s.Drained && s.Shares.MaxDeviation <= TargetDrainShare})
+	}
+	return append(targets, DrainTarget{Name: "p99_lateness_ms", Want: windowMs, AtMost: true, Got: s.LatenessP99Ms,
+		Met: s.Drained && s.LatenessP99Ms <= windowMs})
 }
 
 // runDrainStrategy enqueues the plan's backlog on a queue of its own,
@@ -535,7 +547,7 @@ func (got *DrainStrategy) setDelivery(plan *drainPlan, d delivery, stopped time.
 	}
 	got.GlobalViolations, got.TenantViolations, got.TenantsViolated = d.globalOver, d.tenantOver, d.tenantsOver
 	got.MaxGlobalInWindow, got.MaxTenantInWindow = d.maxGlobal, d.maxTenant
-	got.Jain = d.jain
+	got.Jain, got.Shares = d.jain, d.shares
 	got.LatenessP50Ms, got.LatenessP99Ms, got.LatenessMaxMs = ms(d.lateness.p50), ms(d.lateness.p99), ms(d.lateness.max)
 	got.MarginLatenessP50Ms, got.MarginLatenessP99Ms = ms(d.marginLateness.p50), ms(d.marginLateness.p99)
 	if d.delivered > 0 {

@@ -24,6 +24,7 @@ type drainScenario struct {
 	tenantLimit   int           // the rule "tenant": per tenant, per window
 	providerLimit int           // the rule "provider": all tenants together, per window
 	window        time.Duration // of both rules
+	weights       []float64     // of the tenants in turn, in the policies file; nil: all 1
 
 	// latency is how long the provider takes to answer each request (it
 	// counts the arrival at once): a slow provider needs many tasks in
@@ -52,6 +53,14 @@ var (
 		tenantLimit: 20, providerLimit: 100, window: time.Second, latency: 250 * time.Millisecond,
 		deadlineFactor: 4, deadlineSlack: 30 * time.Second,
 	}
+	// Equal backlogs, weights 3, 1, 1 and 1, the provider's limit alone
+	// binding: while all four wait, tenant-00 is owed 30 a second and
+	// each other 10, and tenant-00 sends its backlog in 12 s.
+	drainWeighted = drainScenario{
+		mode: "weighted", tasks: 1440, tenants: 4, skew: 0, seed: 1,
+		tenantLimit: 60, providerLimit: 60, window: time.Second, weights: []float64{3, 1, 1, 1},
+		deadlineFactor: 4, deadlineSlack: 30 * time.Second,
+	}
 	drainShort = drainScenario{
 		mode: "short", tasks: 600, tenants: 10, skew: 0.5, seed: 1,
 		tenantLimit: 20, providerLimit: 100, window: time.Second,
@@ -62,7 +71,14 @@ var (
 // policies returns the policies file of the scenario: its two rules on
 // sms:send, with the default margin.
 func (sc drainScenario) policies() string {
-	return fmt.Sprintf(`tasks:
+	var weights strings.Builder
+	if len(sc.weights) > 0 {
+		weights.WriteString("weights:\n")
+		for i, w := range sc.weights {
+			fmt.Fprintf(&weights, "  tenant-%02d: %g\n", i, w)
+		}
+	}
+	return weights.String() + fmt.Sprintf(`tasks:
   sms:send:
     - name: tenant
       scope: tenant
@@ -277,7 +293,8 @@ type delivery struct {
 
 	lateness, marginLateness latenessStats // against the ideal schedule, and the one with margin
 	series                   DrainSeries
-	jain                     JainResult // among the backlogged tenants
+	jain                     JainResult   // among the backlogged tenants
+	shares                   *ShareResult // with weights only
 }
 
 // latenessStats are percentiles of the lateness of deliveries.
@@ -339,7 +356,8 @@ func drainDelivery(p *drainPlan, start time.Time, receipts []sink.Receipt) deliv
 	for _, times := range deliveries {
 		slices.SortFunc(times, time.Time.Compare)
 	}
-	d.jain = jainOf(deliveries, start, sc.window)
+	d.jain = jainOf(deliveries, sc.weights, start, sc.window)
+	d.shares = sharesOf(p, deliveries, start)
 	d.lateness = lateness(deliveries, p.ideal, start)
 	d.marginLateness = lateness(deliveries, p.withMargin, start)
 

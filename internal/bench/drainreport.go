@@ -24,6 +24,7 @@ func reportDrain(w io.Writer, res *Results) {
 	reportDrainResults(w, dr)
 	reportNewcomer(w, dr)
 	reportJain(w, dr)
+	reportShares(w, dr)
 	reportDrainCounts(w, dr)
 	window := seconds(dr.WindowSeconds)
 	fmt.Fprintf(w, "\nThe plots: for each %v of the drain, the most arrivals at the provider in any window of %v that "+
@@ -106,6 +107,8 @@ func reportDrainTargets(w io.Writer, dr *DrainResult) {
 			got, want = fmt.Sprintf("limiter denials per delivered task: %.2f", t.Got), fmt.Sprintf("%.1f", t.Want)
 		case "jain_min":
 			got, want = fmt.Sprintf("least Jain's index among backlogged tenants, stretches of %d windows: %.3f", jainStretch, t.Got), fmt.Sprintf("%.2f", t.Want)
+		case "share_deviation":
+			got, want = fmt.Sprintf("most deviation of a tenant's sends over %d windows from its weighted share: %.3f", shareWindows, t.Got), fmt.Sprintf("%.2f", t.Want)
 		case "p99_lateness_ms":
 			got, want = fmt.Sprintf("p99 lateness: %s ms", thousands(t.Got)), fmt.Sprintf("%s ms (one window)", thousands(t.Want))
 		default:
@@ -179,6 +182,32 @@ func reportJain(w io.Writer, dr *DrainResult) {
 	for _, s := range dr.Strategies {
 		j := s.Jain
 		fmt.Fprintf(w, "| %s | %.3f | %.0f | %d | %d |\n", s.Name, j.Min, j.AtSeconds, j.Tenants, j.Stretches)
+	}
+}
+
+// reportShares writes, in a scenario with weights, each tenant's sends
+// over 10 windows against its weighted share, per strategy.
+func reportShares(w io.Writer, dr *DrainResult) {
+	if len(dr.Strategies) == 0 || dr.Strategies[0].Shares == nil {
+		return
+	}
+	sh := dr.Strategies[0].Shares
+	fmt.Fprintf(w, "\nWeighted shares: each tenant's sends from %.0f s to %.0f s (%d windows, after the first, whose sends went "+
+		"at once before anything waited), against its weighted max-min share of the provider rule while all wait; the "+
+		"deviation is |sends − share| ÷ share.\n\n| strategy |", sh.FromSeconds, sh.ToSeconds, shareWindows)
+	for _, t := range sh.Tenants {
+		fmt.Fprintf(w, " %s (weight %g): sends of share |", t.Tenant, t.Weight)
+	}
+	fmt.Fprintf(w, " most deviation |\n|---|%s---:|\n", strings.Repeat("---:|", len(sh.Tenants)))
+	for _, s := range dr.Strategies {
+		if s.Shares == nil {
+			continue
+		}
+		fmt.Fprintf(w, "| %s |", s.Name)
+		for _, t := range s.Shares.Tenants {
+			fmt.Fprintf(w, " %d of %.0f |", t.Sends, t.Share)
+		}
+		fmt.Fprintf(w, " %.3f |\n", s.Shares.MaxDeviation)
 	}
 }
 

@@ -9,9 +9,11 @@ import (
 // whole window from the start, the tenants that stay backlogged throughout
 // (a delivery of theirs is still to come after the stretch) should each
 // get their max-min share of the provider rule. The drain's tenants have
-// equal weights and one tenant limit, so those shares are equal, and
-// Jain's index of their sends in the stretch, (Σx)² ÷ (n·Σx²), measures it:
-// 1 when all sent as many, 1/n when one sent everything.
+// one tenant limit, which binds (full, short and slow scenarios) or not
+// (weighted), so those shares are in proportion to the weights, and Jain's
+// index of their sends in the stretch divided by their weights,
+// (Σx)² ÷ (n·Σx²), measures it: 1 when all sent their share, 1/n when one
+// sent everything.
 const jainStretch = 5
 
 // JainResult is the least Jain's index over the stretches of a drain.
@@ -23,8 +25,9 @@ type JainResult struct {
 }
 
 // jainOf measures deliveries (each tenant's first arrivals, sorted) since
-// start, in stretches of jainStretch windows.
-func jainOf(deliveries [][]time.Time, start time.Time, window time.Duration) JainResult {
+// start, in stretches of jainStretch windows; weights are the tenants'
+// (nil: all 1).
+func jainOf(deliveries [][]time.Time, weights []float64, start time.Time, window time.Duration) JainResult {
 	res := JainResult{Min: 1}
 	var end time.Time
 	for _, times := range deliveries {
@@ -35,7 +38,7 @@ func jainOf(deliveries [][]time.Time, start time.Time, window time.Duration) Jai
 	span := jainStretch * window
 	for s := start; !s.Add(span).After(end); s = s.Add(window) {
 		var counts []float64
-		for _, times := range deliveries {
+		for t, times := range deliveries {
 			if n := len(times); n == 0 || !times[n-1].After(s.Add(span)) {
 				continue // not backlogged to the end of the stretch
 			}
@@ -45,7 +48,11 @@ func jainOf(deliveries [][]time.Time, start time.Time, window time.Duration) Jai
 					c++
 				}
 			}
-			counts = append(counts, float64(c))
+			w := 1.0
+			if t < len(weights) {
+				w = weights[t]
+			}
+			counts = append(counts, float64(c)/w)
 		}
 		if len(counts) < 2 {
 			continue

@@ -36,7 +36,7 @@ func TestJainOf(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := jainOf(tc.deliveries, start, time.Second)
+			got := jainOf(tc.deliveries, nil, start, time.Second)
 			if math.Abs(got.Min-tc.wantMin) > 0.01 || got.Stretches != tc.stretches {
 				t.Errorf("jainOf = %+v, want min %v over %d stretches", got, tc.wantMin, tc.stretches)
 			}
