@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/arrivals"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -226,19 +227,6 @@ func checkShares(t *testing.T, c map[string]int, want map[string]float64) {
 	}
 }
 
-// jain is Jain's fairness index of xs: 1 when all are equal.
-func jain(xs ...float64) float64 {
-	var sum, sq float64
-	for _, x := range xs {
-		sum += x
-		sq += x * x
-	}
-	if sq == 0 {
-		return 1
-	}
-	return sum * sum / (float64(len(xs)) * sq)
-}
-
 // TestLinesShareEqually: two tenants with backlogs share the provider's
 // limit evenly, although all of the first one's tasks came first; and no
 // window holds more than the limit.
@@ -255,7 +243,7 @@ func TestLinesShareEqually(t *testing.T) {
 		}
 		for w := 1; w+5 <= 10; w++ {
 			c := s.count(time.Duration(w)*time.Second, time.Duration(w+5)*time.Second)
-			if j := jain(float64(c["acme"]), float64(c["globex"])); j < 0.95 || c["acme"]+c["globex"] < 48 {
+			if j := arrivals.Jain(float64(c["acme"]), float64(c["globex"])); j < 0.95 || c["acme"]+c["globex"] < 48 {
 				t.Errorf("windows %d to %d: sends %v, Jain's index %.3f: want both near 25", w, w+5, c, j)
 			}
 		}
@@ -580,7 +568,7 @@ func TestLinesCounterRule(t *testing.T) {
 			t.Errorf("%d sends in 5 windows of a fixed window of 10, want 50 give or take a window", n)
 		}
 		c := s.count(0, 5*time.Second)
-		if j := jain(float64(c["acme"]), float64(c["globex"])); j < 0.95 {
+		if j := arrivals.Jain(float64(c["acme"]), float64(c["globex"])); j < 0.95 {
 			t.Errorf("sends %v: Jain's index %.3f", c, j)
 		}
 	})

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"time"
+
+	"github.com/sluicehq/sluice/internal/arrivals"
 )
 
 // Fairness among backlogged tenants (docs/FAIRNESS.md, "What is
@@ -58,22 +60,9 @@ func jainOf(deliveries [][]time.Time, weights []float64, start time.Time, window
 			continue
 		}
 		res.Stretches++
-		if j := jain(counts); j < res.Min {
+		if j := arrivals.Jain(counts...); j < res.Min {
 			res.Min, res.AtSeconds, res.Tenants = j, s.Sub(start).Seconds(), len(counts)
 		}
 	}
 	return res
-}
-
-// jain is Jain's fairness index of xs: 1 when all are equal (or all 0).
-func jain(xs []float64) float64 {
-	var sum, sq float64
-	for _, x := range xs {
-		sum += x
-		sq += x * x
-	}
-	if sq == 0 {
-		return 1
-	}
-	return sum * sum / (float64(len(xs)) * sq)
 }
