@@ -385,7 +385,9 @@ local function earliest(f, at, paced)
         local full = tonumber(redis.call('HGET', kclass(f.c), field))
         local n = pace(f.c, r.k)
         if full and now - full <= 2 * r.w and n then
-          shared = math.max(shared, n)
+          -- At most a slot interval past the lead: a pace set under a
+          -- smaller limit (before a reload) holds nothing back longer.
+          shared = math.max(shared, math.min(n, now + leadOf(f.c) + math.floor(r.w / r.l)))
         end
       end
     else
@@ -700,11 +702,11 @@ if mode == 'waiting' then
     end
     local listed = {}
     for l = 1, levels do
-      for _, tn in ipairs(redis.call('ZRANGE', kready(c, l), 0, -1)) do
+      for _, tn in ipairs(redis.call('ZRANGE', kready(c, l), 0, n - 1)) do
         listed[#listed + 1] = {l, tn}
       end
     end
-    for _, m in ipairs(redis.call('ZRANGE', kblocked(c), 0, -1)) do
+    for _, m in ipairs(redis.call('ZRANGE', kblocked(c), 0, n - 1)) do
       local l, tn = string.match(m, '^(%d):(.*)$')
       listed[#listed + 1] = {tonumber(l), tn}
     end

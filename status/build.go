@@ -36,11 +36,11 @@ func (s *statusPage) build(p *policies.Policies, tenants []SeenTenant, reads []p
 	}
 	slices.SortStableFunc(d.Globals, func(x, y windowView) int { return strings.Compare(x.TaskType, y.TaskType) })
 	if s.cfg.Lines != nil {
-		d.Fair, d.ShareSpan = true, fmtDuration(throttle.ShareSpan)
+		d.Fair, d.ShareSpan, d.MaxFlows = true, fmtDuration(throttle.ShareSpan), statusFlows
 		if r := got[pageRead{lines: true}]; r.err != nil {
 			d.FairErr = d.failed(r.err)
 		} else {
-			d.Lines = linesViews(r.flows)
+			d.Lines, d.FlowsCut = linesViews(r.flows), len(r.flows) >= statusFlows
 		}
 	}
 	d.Providers = providerViews(a.Providers(), now)

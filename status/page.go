@@ -31,6 +31,10 @@ const (
 // and one per queue.
 const statusReads = 4
 
+// statusFlows is the most waiting flows of the fair lines a page reads:
+// one script call holds Redis for each.
+const statusFlows = 200
+
 // PageConfig configures Page. Zero fields take the defaults given.
 type PageConfig struct {
 	// Policies are the rules the workers enforce; required. Pass the

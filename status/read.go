@@ -102,7 +102,7 @@ func (s *statusPage) run(ctx context.Context, p *policies.Policies, rd pageRead)
 		return readResult{pageRead: rd, err: errNotRead}
 	}
 	if rd.lines {
-		flows, err := s.cfg.Lines.Waiting(ctx)
+		flows, err := s.cfg.Lines.Waiting(ctx, statusFlows)
 		return readResult{pageRead: rd, flows: flows, err: err}
 	}
 	if rd.queue != "" {

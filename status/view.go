@@ -26,6 +26,8 @@ type statusData struct {
 	FairErr   string      // the lines were not read
 	Lines     []linesView // by task type
 	ShareSpan string
+	FlowsCut  bool // the lines hold more waiting flows than a page reads
+	MaxFlows  int  // statusFlows
 }
 
 // linesView is what waits in the fair lines of one task type.

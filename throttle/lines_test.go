@@ -412,7 +412,7 @@ func TestLinesWaiting(t *testing.T) {
 		s.enqueue("globex", 1, 100)
 		s.run(8 * time.Second)
 		s.setClock()
-		got, err := s.ls.Waiting(context.Background())
+		got, err := s.ls.Waiting(context.Background(), 100)
 		if err != nil {
 			t.Fatal(err)
 		}

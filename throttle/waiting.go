@@ -25,9 +25,10 @@ type WaitingFlow struct {
 const ShareSpan = 5 * time.Second
 
 // Waiting returns the flows of the default group that have tasks waiting,
-// at most MaxFlows of them, with their lines and recent grants. It only
-// reads.
-func (ls *Lines) Waiting(ctx context.Context) ([]WaitingFlow, error) {
+// at most most of them (at most MaxFlows), with their lines and recent
+// grants. It only reads, in one script call whose Redis time grows with
+// most: a page that shows them should ask for a few hundred.
+func (ls *Lines) Waiting(ctx context.Context, most int) ([]WaitingFlow, error) {
 	if ls.l.err != nil {
 		return nil, ls.l.err
 	}
@@ -35,7 +36,8 @@ func (ls *Lines) Waiting(ctx context.Context) ([]WaitingFlow, error) {
 		return nil, fmt.Errorf("throttle: read the waiting flows: %w", err)
 	}
 	group := encodeKeyPart(DefaultGroup)
-	reply, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, append(ls.args("waiting", group), MaxFlows)...).Slice()
+	most = min(max(most, 1), MaxFlows)
+	reply, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, append(ls.args("waiting", group), most)...).Slice()
 	if err != nil {
 		return fail(err)
 	}

@@ -320,16 +320,21 @@ func drainDelivery(p *drainPlan, start time.Time, receipts []sink.Receipt) deliv
 	}
 	firstAt := map[string]time.Time{}
 	all := make([]time.Time, 0, len(receipts))
-	byTenant := make([][]time.Time, sc.tenants)   // every arrival
-	deliveries := make([][]time.Time, sc.tenants) // first arrivals
+	byTenant := make([][]time.Time, sc.tenants)   // every arrival, a joiner's of the tenant's included
+	deliveries := make([][]time.Time, sc.tenants) // first arrivals of the plan's tasks
 	for _, r := range receipts {
 		all = append(all, r.At)
 		t, ok := tenantOf[r.Tenant]
-		if !ok || !strings.HasPrefix(r.ID, taskIDPrefix) {
-			continue // not a task of the plan (a joiner's): counted in all, no tenant's
+		if !ok {
+			continue // the newcomer's: counted in all, no tenant's
+		}
+		// The urgent tasks are a plan tenant's: they count in its windows,
+		// not among the plan's deliveries.
+		byTenant[t] = append(byTenant[t], r.At)
+		if !strings.HasPrefix(r.ID, taskIDPrefix) {
+			continue
 		}
 		d.received++
-		byTenant[t] = append(byTenant[t], r.At)
 		if _, seen := firstAt[r.ID]; !seen {
 			firstAt[r.ID] = r.At
 			deliveries[t] = append(deliveries[t], r.At)

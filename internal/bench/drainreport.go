@@ -193,8 +193,8 @@ func reportShares(w io.Writer, dr *DrainResult) {
 	}
 	sh := dr.Strategies[0].Shares
 	fmt.Fprintf(w, "\nWeighted shares: each tenant's sends from %.0f s to %.0f s (%d windows, after the first, whose sends went "+
-		"at once before anything waited), against its weighted max-min share of the provider rule while all wait; the "+
-		"deviation is |sends − share| ÷ share.\n\n| strategy |", sh.FromSeconds, sh.ToSeconds, shareWindows)
+		"at once before anything waited), against its weighted max-min share of all the sends of those windows (the "+
+		"margin and the pace take a few from every tenant alike); the deviation is |sends − share| ÷ share.\n\n| strategy |", sh.FromSeconds, sh.ToSeconds, shareWindows)
 	for _, t := range sh.Tenants {
 		fmt.Fprintf(w, " %s (weight %g): sends of share |", t.Tenant, t.Weight)
 	}

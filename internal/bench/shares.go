@@ -8,8 +8,9 @@ import (
 // Weighted shares (docs/FAIRNESS.md, "What is promised"): in a scenario
 // with weights, each tenant's sends over shareWindows windows, from the
 // end of the first one (whose sends went at once, in enqueue order, before
-// anything waited), against its weighted max-min share of the provider
-// rule while every tenant waits. Targeted within TargetDrainShare.
+// anything waited), against its weighted max-min share of all the sends
+// of the span (not of the rule as written: the margin and the pace take
+// a few, from every tenant alike). Targeted within TargetDrainShare.
 const shareWindows = 10
 
 // ShareResult is each tenant's sends against its share.
@@ -26,7 +27,7 @@ type TenantShare struct {
 	Tenant string  `json:"tenant"`
 	Weight float64 `json:"weight"`
 	Sends  int     `json:"sends"`
-	Share  float64 `json:"share"` // its weighted max-min share of the sends over the span
+	Share  float64 `json:"share"` // its weighted max-min share of all the sends of the span
 }
 
 // sharesOf measures deliveries (each tenant's, sorted) since start; nil
@@ -37,16 +38,20 @@ func sharesOf(p *drainPlan, deliveries [][]time.Time, start time.Time) *ShareRes
 		return nil
 	}
 	from, to := start.Add(sc.window), start.Add((shareWindows+1)*sc.window)
-	shares := maxMinShares(sc.weights, float64(sc.providerLimit), float64(sc.tenantLimit))
-	res := &ShareResult{FromSeconds: sc.window.Seconds(), ToSeconds: (shareWindows + 1) * sc.window.Seconds()}
+	sends := make([]int, len(deliveries))
+	total := 0
 	for t, times := range deliveries {
-		n := 0
 		for _, at := range times {
 			if !at.Before(from) && at.Before(to) {
-				n++
+				sends[t]++
 			}
 		}
-		ts := TenantShare{Tenant: p.tenantNames[t], Weight: sc.weights[t], Sends: n, Share: shares[t] * shareWindows}
+		total += sends[t]
+	}
+	shares := maxMinShares(sc.weights, float64(total), float64(sc.tenantLimit*shareWindows))
+	res := &ShareResult{FromSeconds: sc.window.Seconds(), ToSeconds: (shareWindows + 1) * sc.window.Seconds()}
+	for t, n := range sends {
+		ts := TenantShare{Tenant: p.tenantNames[t], Weight: sc.weights[t], Sends: n, Share: shares[t]}
 		res.Tenants = append(res.Tenants, ts)
 		res.MaxDeviation = math.Max(res.MaxDeviation, math.Abs(float64(n)-ts.Share)/ts.Share)
 	}

@@ -30,10 +30,9 @@ func TestMaxMinShares(t *testing.T) {
 	}
 }
 
-// TestSharesOf: made-up deliveries of two tenants weighted 3 and 1 under
-// a provider rule of 40 a second: over windows 1 to 11, 30 and 10 a
-// second are their shares; one that sends 20 a second instead is half
-// off.
+// TestSharesOf: made-up deliveries of two tenants weighted 3 and 1: over
+// windows 1 to 11 they sent 300 and 200, of which their shares are 375
+// and 125: the second is 60% over.
 func TestSharesOf(t *testing.T) {
 	t.Parallel()
 	sc := drainScenario{mode: "test", tasks: 1000, tenants: 2, tenantLimit: 40, providerLimit: 40, window: time.Second, weights: []float64{3, 1}}
@@ -47,8 +46,8 @@ func TestSharesOf(t *testing.T) {
 		return out
 	}
 	got := sharesOf(p, [][]time.Time{every(30), every(20)}, start)
-	want := &ShareResult{FromSeconds: 1, ToSeconds: 11, MaxDeviation: 1,
-		Tenants: []TenantShare{{Tenant: "a", Weight: 3, Sends: 300, Share: 300}, {Tenant: "b", Weight: 1, Sends: 200, Share: 100}}}
+	want := &ShareResult{FromSeconds: 1, ToSeconds: 11, MaxDeviation: 0.6,
+		Tenants: []TenantShare{{Tenant: "a", Weight: 3, Sends: 300, Share: 375}, {Tenant: "b", Weight: 1, Sends: 200, Share: 125}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("sharesOf (-want +got):\n%s", diff)
 	}

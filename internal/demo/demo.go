@@ -288,11 +288,13 @@ func (r *runner) watch(ctx context.Context, insp *asynq.Inspector, want map[stri
 	}
 loop:
 	for !allSent(want, r.prov.receipts()) || r.late.due(len(want)) {
-		if sent := sentOf(want, r.prov.receipts()); r.late.due(sent) {
-			if err := r.enqueueLate(ctx, want, sent); err != nil {
+		if sent := sentOf(want, r.prov.receipts()); r.late.due(sent) && ctx.Err() == nil {
+			if err := r.enqueueLate(ctx, want, sent); err != nil && ctx.Err() == nil {
 				return false, false, fmt.Errorf("demo: %w", err)
 			}
-			continue
+			if ctx.Err() == nil {
+				continue
+			}
 		}
 		select {
 		case <-r.prov.received:
