@@ -124,15 +124,18 @@ func TestDemo(t *testing.T) {
 				t.Errorf("stdout holds terminal escapes, but is not a terminal")
 			}
 			checkDemoRun(t, env, out, stderr.String(),
-				"\ntasks: 60 SMS (acme 30, globex 20, initech 10) enqueued at once",
+				"\ntasks: 59 SMS (acme 31, globex 19, initech 9) enqueued at once",
+				"\nlate tenant: 1 SMS of umbrella, which has nothing waiting, enqueued once 19 of the others' are sent\n",
 				"\ntime: 60 SMS at the limits take about 12.1s; the demo stops after 24.5s unless all are sent\n",
 				"s  sent ", // progress lines: stdout is not a terminal
 				"\nsummary: 60 of 60 tasks sent in ",
-				"\ntenant   sent   throttled returns  tenant-per-second  provider\n",
-				"\nacme     30/30  ",
-				"\nglobex   20/20  ",
-				"\ninitech  10/10  ",
-				"\nall      60/60  ",
+				"\ntenant    sent   throttled returns  tenant-per-second  provider\n",
+				"\nacme      31/31  ",
+				"\nglobex    19/19  ",
+				"\ninitech   9/9    ",
+				"\numbrella  1/1    ",
+				"\nall       60/60  ",
+				"\nlate tenant: umbrella's SMS, enqueued while ",
 			)
 		})
 	}

@@ -454,8 +454,8 @@ func split(n int) []int {
 	return counts
 }
 
-// shares describes how many tasks each tenant has: "60 SMS (acme 30,
-// globex 20, initech 10)".
+// shares describes how many tasks each tenant has: "59 SMS (acme 31,
+// globex 19, initech 9)".
 func shares(want map[string]string, tenants []string) string {
 	n := map[string]int{}
 	for _, t := range want {
