@@ -147,8 +147,13 @@ type DrainStrategy struct {
 	// The worker processes' counters added up; see DrainProcess.
 	DrainCounts
 
-	DenialsPerDelivered  float64 `json:"denials_per_delivered"`
-	DequeuesPerDelivered float64 `json:"dequeues_per_delivered"`
+	DenialsPerDelivered float64 `json:"denials_per_delivered"`
+	// RedisCPUUsPerDelivered is the CPU time the Redis process used from
+	// the workers' start to the last delivery (or the deadline), user and
+	// system, over the tasks delivered, µs: every strategy's Redis work
+	// for a task, the queue's and the limiter's, and the joiners'.
+	RedisCPUUsPerDelivered float64 `json:"redis_cpu_us_per_delivered"`
+	DequeuesPerDelivered   float64 `json:"dequeues_per_delivered"`
 
 	// Jain is the least Jain's index of the sends of the tenants that stay
 	// backlogged, over stretches of 5 windows (see jainStretch).
@@ -409,6 +414,10 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 	}
 	defer os.RemoveAll(dir)
 
+	cpu, err := redisCPU(ctx, r.rdb)
+	if err != nil {
+		return DrainStrategy{}, err
+	}
 	start := time.Now()
 	procs := make([]*drainProc, drainProcesses)
 	defer func() {
@@ -434,17 +443,30 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 	}
 	receipts := provider.Receipts()
 	stopped := time.Since(start)
+	cpuAfter, err := redisCPU(ctx, r.rdb)
+	if err != nil {
+		return DrainStrategy{}, err
+	}
 
 	got := DrainStrategy{Name: st.name, About: st.about, Concurrency: st.concurrency, EnqueueSeconds: enqueueTime.Seconds()}
 	got.collect(r, procs)
 	got.setDelivery(plan, drainDelivery(plan, start, receipts), stopped)
+	if got.Delivered > 0 {
+		got.RedisCPUUsPerDelivered = (cpuAfter - cpu) / float64(got.Delivered)
+	}
+	got.setJoiners(start, joined, receipts)
+	return got, nil
+}
+
+// setJoiners measures each joiner enqueued at joined[i] (zero: it was
+// not) in receipts.
+func (got *DrainStrategy) setJoiners(start time.Time, joined []time.Time, receipts []sink.Receipt) {
 	results := []**JoinResult{&got.Newcomer, &got.Urgent} // as joiners
 	for i, j := range joiners {
 		if !joined[i].IsZero() {
 			*results[i] = j.result(start, joined[i], receipts)
 		}
 	}
-	return got, nil
 }
 
 // startDrainProcs starts one worker process per slot of procs, each from

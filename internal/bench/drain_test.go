@@ -65,6 +65,9 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 		if s.Newcomer == nil {
 			t.Errorf("%s: no newcomer: it comes a third of the way through the ideal drain", where)
 		}
+		if s.RedisCPUUsPerDelivered <= 0 {
+			t.Errorf("%s: Redis CPU per task %v", where, s.RedisCPUUsPerDelivered)
+		}
 		c := s.DrainCounts
 		sends := int64(dr.Tasks)
 		for _, j := range []*JoinResult{s.Newcomer, s.Urgent} {

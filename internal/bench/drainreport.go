@@ -223,9 +223,11 @@ func newcomerBoundMs(dr *DrainResult) float64 {
 func reportDrainCounts(w io.Writer, dr *DrainResult) {
 	fmt.Fprintf(w, "\nWhat the worker processes counted, added up (each process's own are in results.json): limiter calls "+
 		"(Redis for sluice and naive, the local buckets for per-process), provider calls, and runs that ended throttled "+
-		"(back through the retry set) or in another error. The first delivery is from the start; enqueueing came before it.\n\n")
-	fmt.Fprintf(w, "| strategy | dequeues | limiter calls | denials | early | admissions | limiter errors | provider calls | throttled runs | failed runs | first delivery s | enqueue s |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"(back through the retry set) or in another error. The first delivery is from the start; enqueueing came before it. "+
+		"*Redis CPU* is what the Redis process used (INFO cpu, user and system) from the workers' start to the last "+
+		"delivery, over the tasks delivered: the queue's work and the limiter's, per task.\n\n")
+	fmt.Fprintf(w, "| strategy | dequeues | limiter calls | denials | early | admissions | limiter errors | provider calls | throttled runs | failed runs | Redis CPU µs / task | first delivery s | enqueue s |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range dr.Strategies {
 		missing := ""
 		var lost []string
@@ -237,10 +239,10 @@ func reportDrainCounts(w io.Writer, dr *DrainResult) {
 		if len(lost) > 0 {
 			missing = " (without process " + strings.Join(lost, ", ") + ": no counters)"
 		}
-		fmt.Fprintf(w, "| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", s.Name, missing,
+		fmt.Fprintf(w, "| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %.2f | %.2f |\n", s.Name, missing,
 			thousands(float64(s.Dequeues)), thousands(float64(s.Decisions)), thousands(float64(s.Denials)), thousands(float64(s.Early)),
 			thousands(float64(s.Admissions)), thousands(float64(s.LimiterErrors)), thousands(float64(s.Sends)),
-			thousands(float64(s.Throttled)), thousands(float64(s.Failed)), s.FirstDeliverySeconds, s.EnqueueSeconds)
+			thousands(float64(s.Throttled)), thousands(float64(s.Failed)), s.RedisCPUUsPerDelivered, s.FirstDeliverySeconds, s.EnqueueSeconds)
 	}
 }
 

@@ -29,7 +29,7 @@ func testDrain() *DrainResult {
 			MaxGlobalInWindow: 200, MaxTenantInWindow: 20, LatenessP50Ms: 1200.4, LatenessP99Ms: 2600, LatenessMaxMs: 3100,
 			MarginLatenessP50Ms: 150, MarginLatenessP99Ms: 480,
 			DrainCounts:         DrainCounts{Dequeues: 15_000, Decisions: 20_000, Denials: 8_000, Early: 2_000, Admissions: 10_000, Sends: 10_000, Throttled: 5_000},
-			DenialsPerDelivered: 0.8, DequeuesPerDelivered: 1.5,
+			DenialsPerDelivered: 0.8, DequeuesPerDelivered: 1.5, RedisCPUUsPerDelivered: 95.4,
 			Processes: []DrainProcess{{Process: 0}, {Process: 1}, {Process: 2}},
 			Series:    series(200),
 		}, {
@@ -67,7 +67,7 @@ func TestReportDrain(t *testing.T) {
 		"- p99 lateness: 2,600 ms, want at most 1,000 ms (one window): **not met**",
 		"| sluice | 10,000 of 10,000 | 0 | 52.00 | 0.942 (0.989; paced 0.998) | 0 | 0 (0) | 200 of 200, 20 of 20 | 0.80 | 1.50 | 1,200 (150) | 2,600 (480) | 3,100 |",
 		"| per-process | 9,000 of 10,000 | 2 | stopped at 226 | not drained | 3,000 | 1,200 (40) | 1,600 of 200, 61 of 20 |",
-		"| sluice | 15,000 | 20,000 | 8,000 | 2,000 | 10,000 | 0 | 10,000 | 5,000 | 0 | 0.05 | 1.50 |",
+		"| sluice | 15,000 | 20,000 | 8,000 | 2,000 | 10,000 | 0 | 10,000 | 5,000 | 0 | 95 | 0.05 | 1.50 |",
 		"| per-process (without process 1: no counters) |",
 		"for each 100ms of the drain, the most arrivals at the provider in any window of 1s",
 		"(drain-sluice.png)",
