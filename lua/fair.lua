@@ -588,17 +588,23 @@ end
 -- places given within the lead, which a newcomer would otherwise wait
 -- for). The bumped task returns to the head of its flow (takeBack) and is
 -- given a place again when it comes; here is granted that place only if
--- each of its rules allows it there. It returns here's place, or false.
-local function takeOver(c, f, here)
+-- each of its rules allows it there. With `unlessNear`, it first declines
+-- when here's own next slot is within the tolerance (the step will give
+-- it), once the cheap checks above have passed. It returns here's place,
+-- or false, and whether it declined for a near slot.
+local function takeOver(c, f, here, unlessNear)
   local head = redis.call('LINDEX', kline(c, f.l, f.tn), 0)
   local s = tonumber(redis.call('ZSCORE', kready(c, f.l), f.tn))
   if not head or unentry(head).id ~= here or not s or redis.call('ZRANGE', kready(c, f.l), 0, 0)[1] ~= f.tn then
-    return false
+    return false, false
   end
   for l = 1, f.l - 1 do
     if redis.call('EXISTS', kready(c, l)) == 1 then
-      return false
+      return false, false
     end
+  end
+  if unlessNear and math.max(earliest(f, now, true)) <= now + tolerance then
+    return false, true
   end
   local ahead, held = {}, {}
   -- Grants whose place has passed count too: their tasks are late (up to
@@ -629,11 +635,11 @@ local function takeOver(c, f, here)
       local p, swap = tonumber(g.p), {}
       local at = math.max(p, now)
       for _, r in ipairs(f.rules) do
-        local held = r.a == 'sliding-log'
-        for j = 1, (held and r.c or 0) do
-          held = held and tonumber(redis.call('ZSCORE', r.k, '@' .. a.id .. '#' .. j)) == p
+        local owns = r.a == 'sliding-log'
+        for j = 1, (owns and r.c or 0) do
+          owns = owns and tonumber(redis.call('ZSCORE', r.k, '@' .. a.id .. '#' .. j)) == p
         end
-        if held then
+        if owns then
           if at > p and not movable({r}, p) then
             return false
           end
@@ -878,13 +884,11 @@ end
 ownFlow()
 -- A task whose next slot of its own is not at once first tries to take
 -- over an earlier one that it is owed (takeOver); then the step gives the
--- slots due, to it if it is still in line.
-local mine, tried = false, false
-if math.max(earliest(f, now, true)) > now + tolerance then
-  mine, tried = takeOver(c, f, id), true
-end
+-- slots due, to it if it is still in line, and if it was not, and its slot
+-- had seemed near, it tries to take one over after all.
+local mine, near = takeOver(c, f, id, true)
 mine = step(c, out, id) or mine
-if not mine and not tried then
+if not mine and near then
   mine = takeOver(c, f, id)
 end
 if mine then
