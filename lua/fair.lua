@@ -32,8 +32,7 @@ s = shared (1) or the tenant's own (0)}. Counter rules (not 'sliding-log')
 reserve nothing: they are checked now and recorded when the grant is given.
 
 KEYS[1]   any key of the hash tag, for routing: <base>qw
-ARGV[1]   'arrive', 'dispatch', 'drop', 'granted', 'flows', 'refresh' or
-          'waiting'
+ARGV[1]   'arrive', 'dispatch', 'drop', 'granted', 'refresh' or 'waiting'
 ARGV[2]   base
 ARGV[3]   lead, us: how far ahead a parked task is given a place, at
           first (a class then learns its lead from the deliveries)
@@ -52,9 +51,6 @@ drop only: a task that no longer exists
 ARGV[8]   task id
 granted only: whether a task holds a grant not yet claimed (outcome 1)
 ARGV[8]   task id
-flows only: list the waiting flows
-ARGV[8]   at most this many; the reply's qi, idi are then triples
-          (class, level, tenant)
 waiting only: the waiting flows, with their lines and recent grants
 ARGV[8]   at most this many; the reply's qi, idi are then sextuples (class,
           level, tenant, tasks in line, weight, grants to the tenant in the
@@ -745,30 +741,6 @@ if mode == 'granted' then
     return reply(1, 0)
   end
   return reply(0, 0)
-end
-
-if mode == 'flows' then
-  -- The waiting flows, ready or blocked: class, level, tenant, and so on,
-  -- at most ARGV[8] of them.
-  local n, r = tonumber(ARGV[8]), {0, 0, nextWake(), 0}
-  for _, c in ipairs(redis.call('ZRANGE', kwake, 0, -1)) do
-    for l = 1, levels do
-      for _, tn in ipairs(redis.call('ZRANGE', kready(c, l), 0, -1)) do
-        if #r >= 4 + 3 * n then
-          return r
-        end
-        r[#r + 1], r[#r + 2], r[#r + 3] = c, tostring(l), tn
-      end
-    end
-    for _, m in ipairs(redis.call('ZRANGE', kblocked(c), 0, -1)) do
-      if #r >= 4 + 3 * n then
-        return r
-      end
-      local l, tn = string.match(m, '^(%d):(.*)$')
-      r[#r + 1], r[#r + 2], r[#r + 3] = c, l, tn
-    end
-  end
-  return r
 end
 
 if mode == 'refresh' then

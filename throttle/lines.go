@@ -208,7 +208,7 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 		return fail(err)
 	}
 	if group != encodeKeyPart(DefaultGroup) {
-		// Dispatch, Flows and Refresh serve the default group's lines.
+		// Dispatch, Waiting and Refresh serve the default group's lines.
 		return fail(fmt.Errorf("%w: the fair lines need every key in the default group, %s, not %s", ErrInvalidConfig, DefaultGroup, group))
 	}
 	args := append(ls.args("arrive", group), encodeKeyPart(a.Class), a.Priority, a.Tenant,
@@ -270,34 +270,8 @@ type Flow struct {
 	Tenant   string
 }
 
-// MaxFlows is the most flows Flows returns.
+// MaxFlows is the most flows Waiting returns.
 const MaxFlows = 10000
-
-// Flows returns the flows of the default group that have tasks waiting,
-// at most MaxFlows of them: those whose rules a policies reload must
-// change (Refresh).
-func (ls *Lines) Flows(ctx context.Context) ([]Flow, error) {
-	if ls.l.err != nil {
-		return nil, ls.l.err
-	}
-	group := encodeKeyPart(DefaultGroup)
-	reply, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, append(ls.args("flows", group), MaxFlows)...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("throttle: list the waiting flows: %w", err)
-	}
-	var out []Flow
-	for i := 4; i+2 < len(reply); i += 3 {
-		c, _ := reply[i].(string)
-		l, _ := reply[i+1].(string)
-		tn, _ := reply[i+2].(string)
-		p, err := strconv.Atoi(l)
-		if err != nil {
-			return nil, fmt.Errorf("throttle: list the waiting flows: priority %q", l)
-		}
-		out = append(out, Flow{Class: c, Priority: p, Tenant: tn})
-	}
-	return out, nil
-}
 
 // FlowRules are the rules and weight that a waiting flow is given anew.
 type FlowRules struct {

@@ -475,7 +475,7 @@ func TestLinesDrop(t *testing.T) {
 }
 
 // TestLinesRefresh: a policies reload that lowers the shared limit applies
-// to the tasks already waiting, through Flows and Refresh: from the first
+// to the tasks already waiting, through Waiting and Refresh: from the first
 // window after it, no window holds more than the new limit, and the rule
 // is still used in full.
 func TestLinesRefresh(t *testing.T) {
@@ -486,13 +486,17 @@ func TestLinesRefresh(t *testing.T) {
 		s.enqueue("globex", 2, 100)
 		s.run(3 * time.Second)
 		ctx := context.Background()
-		flows, err := s.ls.Flows(ctx)
+		waiting, err := s.ls.Waiting(ctx, throttle.MaxFlows)
 		if err != nil {
 			t.Fatal(err)
 		}
+		var flows []throttle.Flow
+		for _, w := range waiting {
+			flows = append(flows, w.Flow)
+		}
 		slices.SortFunc(flows, func(a, b throttle.Flow) int { return strings.Compare(a.Tenant, b.Tenant) })
 		if want := []throttle.Flow{{"sms:send", 3, "acme"}, {"sms:send", 2, "globex"}}; !slices.Equal(flows, want) {
-			t.Fatalf("Flows = %v, want %v", flows, want)
+			t.Fatalf("Waiting = %v, want %v", flows, want)
 		}
 		s.global = throttle.Policy{Limit: 4, Window: time.Second}
 		var refresh []throttle.FlowRules

@@ -150,14 +150,14 @@ func (t *Throttle) RunLines(ctx context.Context) {
 func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	flows, err := t.fair.lines.Flows(ctx)
+	flows, err := t.fair.lines.Waiting(ctx, throttle.MaxFlows)
 	if err != nil {
 		t.logger.Debug("could not list the waiting flows to give them the policies' rules", "err", err)
 		return false
 	}
 	refresh := make([]throttle.FlowRules, 0, len(flows))
 	for _, f := range flows {
-		fr := throttle.FlowRules{Flow: f, Weight: p.Weight(f.Tenant)}
+		fr := throttle.FlowRules{Flow: f.Flow, Weight: p.Weight(f.Tenant)}
 		for _, ap := range p.For(f.Class, f.Tenant) {
 			if !ap.Shadow {
 				fr.Checks = append(fr.Checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared})
