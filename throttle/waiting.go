@@ -8,7 +8,8 @@ import (
 )
 
 // WaitingFlow is a flow of the fair lines with tasks waiting: what the
-// status page shows of it.
+// status page shows of it, and what a policies reload gives new rules
+// (Refresh).
 type WaitingFlow struct {
 	Flow
 	InLine int     // tasks in its line, not yet given a slot
@@ -40,6 +41,9 @@ func (ls *Lines) Waiting(ctx context.Context, most int) ([]WaitingFlow, error) {
 	reply, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, append(ls.args("waiting", group), most)...).Slice()
 	if err != nil {
 		return fail(err)
+	}
+	if len(reply) < 4 {
+		return fail(fmt.Errorf("the script replied %d values", len(reply)))
 	}
 	if span, _ := reply[3].(int64); span != ShareSpan.Microseconds() {
 		return fail(fmt.Errorf("the script counts grants in spans of %dus, not ShareSpan", span))
