@@ -22,7 +22,7 @@ func reportDrain(w io.Writer, res *Results) {
 	reportDrainSetup(w, dr)
 	reportDrainTargets(w, dr)
 	reportDrainResults(w, dr)
-	reportNewcomer(w, dr)
+	reportJoiners(w, dr)
 	reportJain(w, dr)
 	reportShares(w, dr)
 	reportDrainCounts(w, dr)
@@ -143,9 +143,9 @@ func reportDrainResults(w io.Writer, dr *DrainResult) {
 	}
 }
 
-// reportNewcomer writes the table of the joiners' waits in each
+// reportJoiners writes the table of the joiners' waits in each
 // strategy's drain: the newcomer's and the urgent tasks'.
-func reportNewcomer(w io.Writer, dr *DrainResult) {
+func reportJoiners(w io.Writer, dr *DrainResult) {
 	fmt.Fprintf(w, "\nTwo joiners: a third of the way through the ideal drain, a *newcomer*, a tenant with nothing waiting, "+
 		"enqueues %d SMS behind the backlog; half way through, the tenant with the largest backlog enqueues %d *urgent* "+
 		"SMS, of priority 1 (the backlog's are 3). Each wait is from the enqueue to the provider; *backlog ahead* counts "+
