@@ -583,7 +583,11 @@ func partitionedWorker(t *testing.T, extra []string, tried string) {
 // sends are in flight (the provider holds each request 300 ms), and checks
 // that every task is delivered, that the tasks whose sends were in flight
 // at the kill reach the provider again, with the Idempotency-Key of their
-// first delivery, and that no other task does.
+// first delivery, and that no other task does. It runs twice: with limits
+// that do not bind, and with a provider limit that does, so that at the
+// kill most tasks wait in the fair lines (parked in the retry set, or held
+// by a worker for their place) and the killed worker's grants and line
+// entries are left behind; there the provider's windows are checked too.
 //
 // asynq gives a killed worker's tasks back only when their lease has
 // expired, and its timings are fixed (asynq v0.26, none in asynq.Config):
@@ -596,17 +600,34 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: asynq recovers a killed worker's tasks only 55-60 s after the kill (fixed in asynq v0.26)")
 	}
+	cases := []struct {
+		name string
+		lim  limits
+	}{
+		// Limits high enough not to bind: the fault here is the kill.
+		{"limits not binding", limits{global: 1000}},
+		// 60 tasks at 5 a second: most wait in the lines at the kill.
+		{"tasks waiting in the lines", limits{tenant: 3, global: 5}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { workerKilledMidTask(t, tc.lim) })
+	}
+}
+
+// workerKilledMidTask is TestWorkerKilledMidTask under the limits lim; the
+// provider's windows are checked when lim binds (under 60 a second).
+func workerKilledMidTask(t *testing.T, lim limits) {
 	rawURL := redistest.URL(t)
 	rdb := redistest.Client(t)
 	queue := redistest.Queue(t, rdb)
 	sink := newSlowSMSSink(t, 300*time.Millisecond)
-	// Limits high enough not to bind: the fault here is the kill.
-	policies, prefix := limits{global: 1000}.policies(t), redistest.Prefix(t)
+	policies, prefix := lim.policies(t), redistest.Prefix(t)
 	args := func(name string) []string {
 		return []string{"--redis", rawURL, "--policies", policies, "--sms-webhook", sink.url(name),
 			"--queues", queue + "=1", "--prefix", prefix, "--concurrency", "4", "--log-level", "warn"}
 	}
-	want := backlog(t, rdb, queue, 60, "acme")
+	want := backlog(t, rdb, queue, 30, "acme", "globex")
+	binding := lim.global < len(want)
 	victim := startWorkers(t, 1, args("victim")...)[0]
 	others := startWorkers(t, 1, args("other")...)
 
@@ -647,7 +668,16 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	for _, a := range active {
 		inFlight[a.ID] = true
 	}
-	t.Logf("at the kill: %d tasks active, %d of the victim's mid-send", len(active), len(midSend))
+	qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binding && qi.Retry == 0 {
+		t.Fatalf("at the kill no task was parked in the retry set (%d pending, %d active): the lines held nothing, which tested nothing",
+			qi.Pending, qi.Active)
+	}
+	t.Logf("at the kill: %d tasks active, %d of the victim's mid-send, %d parked, %d pending",
+		len(active), len(midSend), qi.Retry, qi.Pending)
 
 	// Let the leases of the victim's tasks qualify for the recoverer, then
 	// start a worker, whose recoverer runs at once: without it, the one of
@@ -668,6 +698,9 @@ func TestWorkerKilledMidTask(t *testing.T) {
 
 	rs := sink.receipts()
 	repeats := checkDelivered(t, rs, want, inFlight)
+	if binding {
+		lim.check(t, rs)
+	}
 	for id := range midSend {
 		if n := sink.delivered()[id]; n < 2 {
 			t.Errorf("task %s, mid-send at the kill, reached the provider %d times, want again", id, n)
