@@ -45,6 +45,7 @@ const (
 const (
 	TargetDrainViolations     = 0    // arrivals over a limit, every rule
 	TargetDrainUtilization    = 0.95 // least ideal drain time over actual
+	TargetDrainPaced          = 0.97 // least paced ideal drain time over actual: the best that keeps the newcomer bound (FAIRNESS.md)
 	TargetDrainDenialsPerTask = 1.0  // most limiter denials per delivered task
 	TargetDrainJain           = 0.95 // least Jain's index among backlogged tenants, stretches of 5 windows
 	TargetDrainShare          = 0.10 // most deviation of a tenant's sends from its weighted share over 10 windows
@@ -362,6 +363,7 @@ func drainTargets(s *DrainStrategy, window time.Duration) []DrainTarget {
 	targets := []DrainTarget{
 		{Name: "violations", Want: TargetDrainViolations, AtMost: true, Got: violations, Met: violations <= TargetDrainViolations},
 		{Name: "utilization", Want: TargetDrainUtilization, Got: s.Utilization, Met: s.Drained && s.Utilization >= TargetDrainUtilization},
+		{Name: "paced_utilization", Want: TargetDrainPaced, Got: s.PacedUtilization, Met: s.Drained && s.PacedUtilization >= TargetDrainPaced},
 		{Name: "denials_per_delivered", Want: TargetDrainDenialsPerTask, AtMost: true, Got: s.DenialsPerDelivered,
 			Met: s.Drained && s.DenialsPerDelivered <= TargetDrainDenialsPerTask},
 		{Name: "jain_min", Want: TargetDrainJain, Got: s.Jain.Min, Met: s.Drained && s.Jain.Min >= TargetDrainJain},

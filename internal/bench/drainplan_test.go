@@ -265,7 +265,7 @@ func TestDrainDelivery(t *testing.T) {
 
 func TestDrainTargets(t *testing.T) {
 	t.Parallel()
-	s := DrainStrategy{Drained: true, Utilization: 0.95, DenialsPerDelivered: 1, LatenessP99Ms: 1000, Jain: JainResult{Min: 0.95}}
+	s := DrainStrategy{Drained: true, Utilization: 0.95, PacedUtilization: 0.97, DenialsPerDelivered: 1, LatenessP99Ms: 1000, Jain: JainResult{Min: 0.95}}
 	for _, tg := range drainTargets(&s, time.Second) {
 		if !tg.Met {
 			t.Errorf("%s: %v against %v not met; a figure at its bound meets it", tg.Name, tg.Got, tg.Want)
