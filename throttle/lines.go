@@ -203,7 +203,7 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 	if len(a.Checks) == 0 {
 		return fail(fmt.Errorf("%w: no checks", ErrInvalidKey))
 	}
-	rules, group, err := ls.rules(a.Checks)
+	rules, flat, group, err := ls.rules(a.Checks)
 	if err != nil {
 		return fail(err)
 	}
@@ -213,7 +213,7 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 	}
 	args := append(ls.args("arrive", group), encodeKeyPart(a.Class), a.Priority, a.Tenant,
 		strconv.FormatFloat(a.Weight, 'g', -1, 64), a.Queue, a.ID, rules)
-	t, err := ls.run(ctx, group, args)
+	t, err := ls.run(ctx, group, append(args, flat...))
 	if err != nil {
 		return fail(err)
 	}
@@ -296,7 +296,7 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 	}
 	batch := make([]refresh, 0, len(flows))
 	for _, f := range flows {
-		rules, _, err := ls.rules(f.Checks)
+		rules, _, _, err := ls.rules(f.Checks)
 		if err != nil {
 			return fmt.Errorf("throttle: refresh the rules of %s/%d/%s: %w", f.Class, f.Priority, f.Tenant, err)
 		}
@@ -318,10 +318,12 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 }
 
 // rules validates checks and returns them as fair.lua reads them (JSON),
-// and their group.
-func (ls *Lines) rules(lc []LineCheck) (string, string, error) {
+// flat (key, limit, window, cost each) when every one is a sliding log so
+// that the script's common case need not decode the JSON (else nil), and
+// their group.
+func (ls *Lines) rules(lc []LineCheck) (string, []any, string, error) {
 	if len(lc) == 0 {
-		return "[]", encodeKeyPart(DefaultGroup), nil
+		return "[]", nil, encodeKeyPart(DefaultGroup), nil
 	}
 	checks := make([]Check, len(lc))
 	for i, c := range lc {
@@ -329,15 +331,21 @@ func (ls *Lines) rules(lc []LineCheck) (string, string, error) {
 	}
 	keys, group, err := ls.l.resolve(checks)
 	if err != nil {
-		return "", "", err
+		return "", nil, "", err
 	}
 	rules := make([]lineRule, len(lc))
+	flat := make([]any, 0, 4*len(lc))
 	for i, c := range lc {
 		rules[i] = lineRule{Key: keys[i], Limit: c.Policy.Limit, Window: c.Policy.Window.Microseconds(), Cost: c.Cost,
 			Algorithm: c.Policy.Algorithm.String(), Shared: b2i(c.Shared)}
+		if flat != nil && rules[i].Algorithm == SlidingLog.String() {
+			flat = append(flat, keys[i], c.Policy.Limit, rules[i].Window, c.Cost)
+		} else {
+			flat = nil
+		}
 	}
 	enc, err := json.Marshal(rules)
-	return string(enc), group, err
+	return string(enc), flat, group, err
 }
 
 // args returns fair.lua's common ARGV for mode over the lines of group.

@@ -224,30 +224,53 @@ func checkWorker(t *testing.T, wr *WorkerResult, cfg Config) {
 		wr.TaskCheckIntervalMs != 100 || wr.DelayedTaskCheckIntervalMs != 250 || !strings.Contains(wr.Policies, "sms:send") {
 		t.Errorf("worker settings: %+v", wr)
 	}
-	for _, c := range []struct {
-		name string
-		m    WorkerMeasurement
-	}{{"plain", wr.Plain}, {"sluice", wr.Sluice}} {
-		if len(c.m.Rounds) != cfg.Repeat {
-			t.Errorf("%s: %d rounds, want %d", c.name, len(c.m.Rounds), cfg.Repeat)
+	var names []string
+	for _, c := range wr.Servers {
+		names = append(names, c.Name)
+		if len(c.Rounds) != cfg.Repeat {
+			t.Errorf("%s: %d rounds, want %d", c.Name, len(c.Rounds), cfg.Repeat)
 		}
-		for i, r := range c.m.Rounds {
+		for i, r := range c.Rounds {
 			// Tasks over Seconds, and not absurd: a task costs at least
 			// a round trip or two to Redis.
 			if r.Tasks != cfg.WorkerTasks || r.Seconds <= 0 || r.PerSecond <= 0 || r.PerSecond > 1e6 ||
-				math.Abs(r.PerSecond*r.Seconds-float64(r.Tasks)) > 1e-6*float64(r.Tasks) || r.EnqueueSeconds <= 0 || r.RedisCPUUsPerTask < 0 {
-				t.Errorf("%s round %d: %+v", c.name, i+1, r)
+				math.Abs(r.PerSecond*r.Seconds-float64(r.Tasks)) > 1e-6*float64(r.Tasks) || r.EnqueueSeconds <= 0 || r.RedisCPUUsPerTask < 0 ||
+				r.RoundTripsPerTask < 1 {
+				t.Errorf("%s round %d: %+v", c.Name, i+1, r)
 			}
 		}
-		if c.m.PerSecond <= 0 || c.m.PerSecond != median(workerPerSecond(c.m.Rounds)) {
-			t.Errorf("%s: median %v of rounds %+v", c.name, c.m.PerSecond, c.m.Rounds)
+		if c.PerSecond <= 0 || c.PerSecond != median(workerPerSecond(c.Rounds)) {
+			t.Errorf("%s: median %v of rounds %+v", c.Name, c.PerSecond, c.Rounds)
+		}
+		if r := c.OverPlain; !(0 < r.Min && r.Min <= r.Median && r.Median <= r.Max) {
+			t.Errorf("%s/plain: %+v", c.Name, r)
+		}
+		// Every server runs asynq's scripts; every one but plain runs one
+		// of its own a task, at least.
+		evalsha := 0.0
+		for _, cc := range c.Commands {
+			if cc.Command == "evalsha" {
+				evalsha = cc.CallsPerTask
+			}
+		}
+		if want := 1.0; c.Name != "plain" && evalsha < want+1 {
+			t.Errorf("%s: %v EVALSHA a task, want asynq's and at least one more: %+v", c.Name, evalsha, c.Commands)
+		} else if evalsha < want {
+			t.Errorf("%s: %v EVALSHA a task, want asynq's: %+v", c.Name, evalsha, c.Commands)
 		}
 	}
-	if r := wr.SluiceOverPlain; !(0 < r.Min && r.Min <= r.Median && r.Median <= r.Max) {
-		t.Errorf("sluice/plain: %+v", r)
+	if want := []string{"plain", "floor", "textbook", "sluice", "sluice fcfs"}; !slices.Equal(names, want) {
+		t.Errorf("servers %v, want %v", names, want)
 	}
-	if wr.Target != TargetWorkerOverPlain || wr.TargetMet != (wr.SluiceOverPlain.Median >= TargetWorkerOverPlain) {
-		t.Errorf("target %v, met %v, with sluice/plain %v", wr.Target, wr.TargetMet, wr.SluiceOverPlain.Median)
+	s := wr.server("sluice")
+	if s == nil {
+		t.Fatal("no sluice server")
+	}
+	if wr.Target != TargetWorkerOverPlain || wr.TargetMet != (s.OverPlain.Median >= TargetWorkerOverPlain) {
+		t.Errorf("target %v, met %v, with sluice/plain %v", wr.Target, wr.TargetMet, s.OverPlain.Median)
+	}
+	if wr.CPUTarget != TargetWorkerCPUOverPlain || wr.CPUTargetMet != (s.CPUOverPlain.Median <= TargetWorkerCPUOverPlain) {
+		t.Errorf("CPU target %v, met %v, with sluice/plain %v", wr.CPUTarget, wr.CPUTargetMet, s.CPUOverPlain.Median)
 	}
 }
 

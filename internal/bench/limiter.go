@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -346,40 +345,4 @@ func targets(lr *LimiterResult) []Target {
 // limiterTarget checks the median of r against want, at TargetCallers.
 func limiterTarget(name, variant string, want float64, r Ratio) Target {
 	return Target{Name: name, Variant: variant, Callers: TargetCallers, Want: want, Got: r.Median, Met: r.Median >= want}
-}
-
-// commandStats is a line of INFO commandstats: calls of a command since the
-// statistics were last reset, and the microseconds Redis spent in them.
-type commandStats struct{ calls, usec int64 }
-
-// evalshaStats returns the commandstats of EVALSHA, zero when it has not run.
-func evalshaStats(ctx context.Context, rdb *redis.Client) (commandStats, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return commandStats{}, fmt.Errorf("INFO commandstats: %w", err)
-	}
-	return parseCommandStats(info, "evalsha"), nil
-}
-
-// parseCommandStats reads the line "cmdstat_<name>:calls=N,usec=N,..." of
-// INFO commandstats.
-func parseCommandStats(info, name string) commandStats {
-	var cs commandStats
-	for line := range strings.Lines(info) {
-		fields, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":")
-		if !ok {
-			continue
-		}
-		for f := range strings.SplitSeq(fields, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				cs.calls = n
-			case "usec":
-				cs.usec = n
-			}
-		}
-	}
-	return cs
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -147,47 +146,6 @@ func reportMemory(w io.Writer, res *Results) {
 			r.SluiceBytesPerUnit, r.SluiceEncoding, thousands(float64(r.RedisRateBytes)), times(r.SluiceOverRedisRate),
 			thousands(float64(r.SlidingWindowBytes)), thousands(float64(r.GCRABytes)), thousands(float64(r.FixedWindowBytes)))
 	}
-}
-
-// reportWorker writes the worker section.
-func reportWorker(w io.Writer, res *Results) {
-	wr := res.Worker
-	if wr == nil {
-		return
-	}
-	fmt.Fprintf(w, "\n## Worker: asynq end to end\n\n")
-	fmt.Fprintf(w, "Tasks per second of an asynq server, from its `Start` until its handler has completed all %s tasks "+
-		"of a round: `%s` tasks built by `producer.NewSMSTask` for %d tenants in turn, all enqueued on a fresh queue "+
-		"before the server starts. The handler does nothing but count. Two servers run the same tasks:\n\n",
-		thousands(float64(wr.Tasks)), "sms:send", wr.Tenants)
-	fmt.Fprintf(w, "- **plain**: asynq running the handler;\n")
-	fmt.Fprintf(w, "- **sluice**: the handler behind `worker.Throttle`'s `Middleware`, with the policies below: "+
-		"two rules apply to every task, checked in one limiter call, and no round comes near their limits.\n\n")
-	fmt.Fprintf(w, "Both have the same asynq configuration (Concurrency %d, one queue, TaskCheckInterval %v, "+
-		"DelayedTaskCheckInterval %v), the same Redis and one go-redis client. They take turns, in an order that "+
-		"alternates from round to round, after an uncounted round of each with a tenth of the tasks; the ratio is of "+
-		"throughputs within each round: the median, and in brackets the least and greatest.\n\n",
-		wr.Concurrency, millis(wr.TaskCheckIntervalMs), millis(wr.DelayedTaskCheckIntervalMs))
-	fmt.Fprintf(w, "Target of the issue \"Performance\": sluice/plain %.2f, want at least %.2f: **%s**\n\n",
-		wr.SluiceOverPlain.Median, wr.Target, verdict(wr.TargetMet))
-	fmt.Fprintf(w, "Tasks per second (the median of the rounds, the least and the greatest), and the CPU time of the "+
-		"Redis process per task in µs, user and system, its network I/O and asynq's background work included (INFO cpu):\n\n")
-	fmt.Fprintf(w, "| server | tasks/s | least | greatest | rounds | Redis CPU µs/task |\n")
-	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|\n")
-	for _, c := range []struct {
-		name string
-		m    WorkerMeasurement
-	}{{"plain", wr.Plain}, {"sluice", wr.Sluice}} {
-		xs := workerPerSecond(c.m.Rounds)
-		least, greatest := 0.0, 0.0
-		if len(xs) > 0 {
-			least, greatest = slices.Min(xs), slices.Max(xs)
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %.1f |\n", c.name, thousands(c.m.PerSecond), thousands(least), thousands(greatest),
-			len(xs), c.m.RedisCPUUsPerTask)
-	}
-	fmt.Fprintf(w, "\nsluice/plain: %s\n", ratio(wr.SluiceOverPlain))
-	fmt.Fprintf(w, "\nThe policies of the sluice server:\n\n```yaml\n%s```\n", wr.Policies)
 }
 
 // verdict reads whether a target was met.

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/throttle"
-	"github.com/sluicehq/sluice/worker"
 )
 
 // Defaults of the worker section.
@@ -25,9 +22,11 @@ const (
 	DefaultWorkerConcurrency = 10     // worker.Config's default
 )
 
-// TargetWorkerOverPlain is the least sluice/plain throughput of the worker
-// section that the issue "Performance" asks for.
-const TargetWorkerOverPlain = 0.9
+// Targets of the worker section, on sluice against plain.
+const (
+	TargetWorkerOverPlain    = 0.9 // least sluice/plain tasks a second
+	TargetWorkerCPUOverPlain = 1.3 // most sluice/plain Redis CPU per task
+)
 
 const (
 	// workerTenants is how many tenants the tasks of a round spread over,
@@ -65,38 +64,61 @@ const workerPolicies = `tasks:
 `
 
 // WorkerResult is the worker section: asynq tasks per second end to end,
-// with the Throttle middleware and without.
+// with the Throttle middleware, without it, and with the least a limiter
+// call could add.
 type WorkerResult struct {
 	Tasks       int `json:"tasks"`       // tasks per round, enqueued before the server starts
 	Tenants     int `json:"tenants"`     // the tasks spread over
-	Concurrency int `json:"concurrency"` // asynq Config.Concurrency of both servers
+	Concurrency int `json:"concurrency"` // asynq Config.Concurrency of every server
 
-	// The asynq intervals of both servers, ms.
+	// The asynq intervals of every server, ms.
 	TaskCheckIntervalMs        float64 `json:"task_check_interval_ms"`
 	DelayedTaskCheckIntervalMs float64 `json:"delayed_task_check_interval_ms"`
 
-	// Policies is the policies file of the sluice server, YAML.
+	// Policies is the policies file of the sluice servers, YAML.
 	Policies string `json:"policies"`
 
-	// Plain is asynq running the handler; Sluice the same handler behind
-	// worker.Throttle's Middleware.
-	Plain  WorkerMeasurement `json:"plain"`
-	Sluice WorkerMeasurement `json:"sluice"`
+	// Servers are the contenders in the order of their first round, plain
+	// first (workerContenders says what each runs).
+	Servers []WorkerServer `json:"servers"`
 
-	// SluiceOverPlain is Sluice's throughput over plain asynq's, round by
-	// round.
-	SluiceOverPlain Ratio `json:"sluice_over_plain"`
-
-	// Target is TargetWorkerOverPlain; TargetMet says whether the median of
-	// SluiceOverPlain reaches it.
-	Target    float64 `json:"target"`
-	TargetMet bool    `json:"target_met"`
+	// Target is TargetWorkerOverPlain; TargetMet says whether sluice's
+	// OverPlain median reaches it. CPUTarget is TargetWorkerCPUOverPlain;
+	// CPUTargetMet says whether sluice's CPUOverPlain median is within it.
+	Target       float64 `json:"target"`
+	TargetMet    bool    `json:"target_met"`
+	CPUTarget    float64 `json:"cpu_target"`
+	CPUTargetMet bool    `json:"cpu_target_met"`
 }
 
-// WorkerMeasurement is one server's rounds and their median throughput.
+// WorkerServer is one contender of the worker section.
+type WorkerServer struct {
+	Name  string `json:"name"`
+	About string `json:"about"`
+	WorkerMeasurement
+
+	// OverPlain is its tasks a second over plain's, and CPUOverPlain its
+	// Redis CPU per task over plain's, round by round.
+	OverPlain    Ratio `json:"over_plain"`
+	CPUOverPlain Ratio `json:"cpu_over_plain"`
+}
+
+// server returns the contender named name, or nil.
+func (wr *WorkerResult) server(name string) *WorkerServer {
+	for i := range wr.Servers {
+		if wr.Servers[i].Name == name {
+			return &wr.Servers[i]
+		}
+	}
+	return nil
+}
+
+// WorkerMeasurement is one server's rounds and their medians.
 type WorkerMeasurement struct {
 	PerSecond         float64       `json:"per_second"`            // median of the rounds' tasks a second
 	RedisCPUUsPerTask float64       `json:"redis_cpu_us_per_task"` // median of the rounds'
+	RoundTripsPerTask float64       `json:"round_trips_per_task"`  // median of the rounds'
+	Commands          []CommandCost `json:"commands"`              // each command's median over the rounds, the dearest first
 	Rounds            []WorkerRound `json:"rounds"`
 }
 
@@ -113,23 +135,22 @@ type WorkerRound struct {
 	// one else meanwhile.
 	RedisCPUUsPerTask float64 `json:"redis_cpu_us_per_task"`
 
+	// RoundTripsPerTask is the round trips of the section's client over
+	// the same span, per task: asynq's and the limiter's (roundTrips).
+	RoundTripsPerTask float64 `json:"round_trips_per_task"`
+
+	// Commands is what each Redis command cost per task over the same
+	// span (INFO commandstats), the dearest first.
+	Commands []CommandCost `json:"commands"`
+
 	// EnqueueSeconds is how long enqueueing the tasks took, before the
 	// server started; not part of Seconds.
 	EnqueueSeconds float64 `json:"enqueue_seconds"`
 }
 
-// workerContender is one of the two servers measured: wrap returns the
-// handler it runs around the counting one.
-type workerContender struct {
-	name   string
-	wrap   func(asynq.Handler) (asynq.Handler, error)
-	result func(*WorkerResult) *WorkerMeasurement
-}
-
-// runWorker measures, round after round, the same tasks run by plain asynq
-// and by asynq with the Throttle middleware, in an order that alternates
-// from round to round, after one uncounted round of each with a tenth of
-// the tasks.
+// runWorker measures, round after round, the same tasks run by every
+// contender of workerContenders, in an order that rotates from round to
+// round, after one uncounted round of each with a tenth of the tasks.
 func runWorker(ctx context.Context, r *runner, res *Results) error {
 	opt, err := redis.ParseURL(r.cfg.RedisURL)
 	if err != nil {
@@ -140,6 +161,8 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 	opt.PoolSize = workerEnqueuers + r.cfg.WorkerConcurrency + 8
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
+	trips := &roundTrips{}
+	rdb.AddHook(trips)
 
 	parsed, err := policies.Parse("bench", []byte(workerPolicies))
 	if err != nil {
@@ -159,7 +182,7 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 			_ = deleteQueue(dctx, rdb, queue)
 			_ = unlinkMatching(dctx, rdb, limiterPrefix+"*")
 		}()
-		return workerRound(ctx, rdb, queue, tasks, r.cfg.WorkerConcurrency, c.wrap)
+		return workerRound(ctx, rdb, trips, queue, tasks, r.cfg.WorkerConcurrency, c.wrap)
 	}
 	for _, c := range contenders {
 		if _, err := run(c, "warmup", max(1, n/10)); err != nil {
@@ -174,6 +197,10 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 		DelayedTaskCheckIntervalMs: float64(workerDelayedInterval) / float64(time.Millisecond),
 		Policies:                   workerPolicies,
 		Target:                     TargetWorkerOverPlain,
+		CPUTarget:                  TargetWorkerCPUOverPlain,
+	}
+	for _, c := range contenders {
+		wr.Servers = append(wr.Servers, WorkerServer{Name: c.name, About: c.about})
 	}
 	for round := range r.cfg.Repeat {
 		for k := range contenders {
@@ -182,60 +209,38 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", c.name, round+1, err)
 			}
-			m := c.result(wr)
+			m := wr.server(c.name)
 			m.Rounds = append(m.Rounds, got)
-			r.logf("worker round %d/%d %-6s %6d tasks in %6.3f s: %8.0f tasks/s  Redis CPU %5.1f µs/task  (enqueued in %.3f s)",
-				round+1, r.cfg.Repeat, c.name, got.Tasks, got.Seconds, got.PerSecond, got.RedisCPUUsPerTask, got.EnqueueSeconds)
+			r.logf("worker round %d/%d %-11s %6d tasks in %6.3f s: %8.0f tasks/s  Redis CPU %5.1f µs/task  %4.1f round trips/task  (enqueued in %.3f s)",
+				round+1, r.cfg.Repeat, c.name, got.Tasks, got.Seconds, got.PerSecond, got.RedisCPUUsPerTask, got.RoundTripsPerTask, got.EnqueueSeconds)
 		}
 	}
-	wr.summarize(contenders)
+	wr.summarize()
 	res.Worker = wr
 	return nil
 }
 
-// workerContenders returns the handlers that runWorker compares: plain,
-// the handler alone, and sluice, the handler behind a Throttle with the
-// rules of parsed on a limiter under limiterPrefix.
-func workerContenders(rdb *redis.Client, limiterPrefix string, parsed *policies.Policies) []workerContender {
-	return []workerContender{{
-		name:   "plain",
-		wrap:   func(h asynq.Handler) (asynq.Handler, error) { return h, nil },
-		result: func(w *WorkerResult) *WorkerMeasurement { return &w.Plain },
-	}, {
-		name: "sluice",
-		wrap: func(h asynq.Handler) (asynq.Handler, error) {
-			// A Throttle of its own each round, as a worker that starts,
-			// on a limiter that batches, as worker.NewServer's does.
-			l := throttle.NewLimiter(rdb, throttle.WithPrefix(limiterPrefix), throttle.WithBatching(nil))
-			t, err := worker.NewThrottle(l,
-				policies.Static(parsed), &worker.ThrottleConfig{
-					DelayedTaskCheckInterval: workerDelayedInterval,
-					FetchInterval:            workerFetchInterval,
-					Logger:                   slog.New(slog.DiscardHandler),
-				})
-			if err != nil {
-				return nil, err
-			}
-			return t.Middleware(h), nil
-		},
-		result: func(w *WorkerResult) *WorkerMeasurement { return &w.Sluice },
-	}}
-}
-
-// summarize sets the medians of each contender's rounds in wr, and
-// sluice's throughput against plain and whether it meets the target.
-func (wr *WorkerResult) summarize(contenders []workerContender) {
-	for _, c := range contenders {
-		m := c.result(wr)
-		m.PerSecond = median(workerPerSecond(m.Rounds))
-		us := make([]float64, len(m.Rounds))
+// summarize sets the medians of each contender's rounds in wr, its ratios
+// to plain, and whether sluice meets the targets.
+func (wr *WorkerResult) summarize() {
+	plain := wr.server("plain")
+	for i := range wr.Servers {
+		m := &wr.Servers[i]
+		cpu, trips, costs := make([]float64, len(m.Rounds)), make([]float64, len(m.Rounds)), make([][]CommandCost, len(m.Rounds))
 		for i, rd := range m.Rounds {
-			us[i] = rd.RedisCPUUsPerTask
+			cpu[i], trips[i], costs[i] = rd.RedisCPUUsPerTask, rd.RoundTripsPerTask, rd.Commands
 		}
-		m.RedisCPUUsPerTask = median(us)
+		m.PerSecond, m.RedisCPUUsPerTask, m.RoundTripsPerTask = median(workerPerSecond(m.Rounds)), median(cpu), median(trips)
+		m.Commands = medianCosts(costs)
+		if plain != nil {
+			m.OverPlain = perSecondRatio(workerPerSecond(m.Rounds), workerPerSecond(plain.Rounds))
+			m.CPUOverPlain = perSecondRatio(cpu, workerCPU(plain.Rounds))
+		}
 	}
-	wr.SluiceOverPlain = perSecondRatio(workerPerSecond(wr.Sluice.Rounds), workerPerSecond(wr.Plain.Rounds))
-	wr.TargetMet = wr.SluiceOverPlain.Median >= TargetWorkerOverPlain
+	if s := wr.server("sluice"); s != nil {
+		wr.TargetMet = s.OverPlain.Median >= wr.Target
+		wr.CPUTargetMet = s.CPUOverPlain.Median > 0 && s.CPUOverPlain.Median <= wr.CPUTarget
+	}
 }
 
 // workerRound enqueues tasks SMS tasks on queue, then starts an asynq
@@ -243,8 +248,8 @@ func (wr *WorkerResult) summarize(contenders []workerContender) {
 // returns the time from Start until the count reached tasks. The server
 // has shut down when it returns. A task that fails fails the round: no
 // task should.
-func workerRound(ctx context.Context, rdb *redis.Client, queue string, tasks, concurrency int,
-	wrap func(asynq.Handler) (asynq.Handler, error)) (WorkerRound, error) {
+func workerRound(ctx context.Context, rdb *redis.Client, trips *roundTrips, queue string, tasks, concurrency int,
+	wrap func(context.Context, asynq.Handler) (asynq.Handler, error)) (WorkerRound, error) {
 	enqueued, err := enqueueSMS(ctx, rdb, queue, tasks)
 	if err != nil {
 		return WorkerRound{}, err
@@ -258,7 +263,9 @@ func workerRound(ctx context.Context, rdb *redis.Client, queue string, tasks, co
 		}
 		return nil
 	})
-	h, err := wrap(counting)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h, err := wrap(rctx, counting)
 	if err != nil {
 		return WorkerRound{}, err
 	}
@@ -282,6 +289,11 @@ func workerRound(ctx context.Context, rdb *redis.Client, queue string, tasks, co
 	if err != nil {
 		return WorkerRound{}, err
 	}
+	commands, err := redisCommands(ctx, rdb)
+	if err != nil {
+		return WorkerRound{}, err
+	}
+	sent := trips.count()
 	start := time.Now()
 	if err := srv.Start(h); err != nil {
 		return WorkerRound{}, fmt.Errorf("start asynq server: %w", err)
@@ -293,8 +305,12 @@ func workerRound(ctx context.Context, rdb *redis.Client, queue string, tasks, co
 	for {
 		select {
 		case <-finished:
-			d := time.Since(start)
+			d, tripsAfter := time.Since(start), trips.count()
 			after, err := redisCPU(ctx, rdb)
+			if err != nil {
+				return WorkerRound{}, err
+			}
+			commandsAfter, err := redisCommands(ctx, rdb)
 			if err != nil {
 				return WorkerRound{}, err
 			}
@@ -304,6 +320,8 @@ func workerRound(ctx context.Context, rdb *redis.Client, queue string, tasks, co
 				PerSecond:         float64(tasks) / d.Seconds(),
 				EnqueueSeconds:    enqueued.Seconds(),
 				RedisCPUUsPerTask: (after - cpu) / float64(tasks),
+				RoundTripsPerTask: float64(tripsAfter-sent) / float64(tasks),
+				Commands:          commandCosts(commands, commandsAfter, tasks),
 			}, nil
 		case err := <-failed:
 			return WorkerRound{}, err
@@ -407,6 +425,15 @@ func parseCPU(info string) float64 {
 		}
 	}
 	return s * 1e6
+}
+
+// workerCPU returns the Redis CPU per task of each round.
+func workerCPU(rounds []WorkerRound) []float64 {
+	xs := make([]float64, len(rounds))
+	for i, r := range rounds {
+		xs[i] = r.RedisCPUUsPerTask
+	}
+	return xs
 }
 
 // workerPerSecond returns the throughput of each round.
