@@ -115,11 +115,15 @@ if mode == 'arrive' then
       local member = string.format('%d', now) .. '-c' .. id .. '#'
       for i = 15, #ARGV, 4 do
         local k, cost = ARGV[i], tonumber(ARGV[i + 3])
-        local args = {}
-        for j = 1, cost do
-          args[2 * j - 1], args[2 * j] = now, member .. j
+        if cost == 1 then
+          redis.call('ZADD', k, now, member .. 1)
+        else
+          local args = {}
+          for j = 1, cost do
+            args[2 * j - 1], args[2 * j] = now, member .. j
+          end
+          redis.call('ZADD', k, unpack(args))
         end
-        redis.call('ZADD', k, unpack(args))
         -- Alive until this member leaves the window; never shortened, as
         -- a place ahead may need longer.
         local need = math.floor(tonumber(ARGV[i + 2]) / 1000) + 1

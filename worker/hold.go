@@ -28,8 +28,10 @@ type holdEntry struct {
 // are dropped (they would be read again anyway).
 const maxHoldEntries = 4096
 
-// left returns how long key is held.
-func (c *holdCache) left(ctx context.Context, key string) (time.Duration, error) {
+// left returns how long key is held: what it read less than holdRefresh
+// ago, or else what Redis says within timeout (the context with the
+// deadline is made only then: most tasks read the cache).
+func (c *holdCache) left(ctx context.Context, key string, timeout time.Duration) (time.Duration, error) {
 	now := time.Now()
 	c.mu.Lock()
 	e, ok := c.m[key]
@@ -37,9 +39,11 @@ func (c *holdCache) left(ctx context.Context, key string) (time.Duration, error)
 	if ok && now.Sub(e.read) < holdRefresh {
 		return max(0, e.until.Sub(now)), nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	d, err := c.limiter.HeldFor(ctx, key)
 	if err != nil {
-		return 0, err
+		return 0, timedOut(ctx, err)
 	}
 	c.remember(key, now, d)
 	return d, nil

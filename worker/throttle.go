@@ -338,10 +338,7 @@ func (t *Throttle) shadowOnly(ctx context.Context, taskType, tenant string, shad
 
 // holdLeft reads the provider hold on key within the decision timeout.
 func (t *Throttle) holdLeft(ctx context.Context, key string) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	left, err := t.holds.left(ctx, key)
-	return left, timedOut(ctx, err)
+	return t.holds.left(ctx, key, t.timeout)
 }
 
 // decide asks the limiter for checks within the decision timeout.

@@ -30,7 +30,7 @@ import (
 
 const synopsis = `
 usage: bench --out DIR [--redis URL] [--duration D] [--warmup D] [--repeat N]
-             [--worker-tasks N] [--worker-concurrency N]
+             [--worker-tasks N] [--worker-concurrency N] [--worker-profile FILE]
              [--drain-short] [--drain-concurrency N] [--only SECTION,...]
 
 Measures Sluice's limiter against a trivial EVALSHA (the round-trip floor)
@@ -66,6 +66,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	repeat := fs.Int("repeat", bench.DefaultRepeat, "how many times each measurement is made; the report gives the median")
 	workerTasks := fs.Int("worker-tasks", bench.DefaultWorkerTasks, "tasks per round of the worker section")
 	workerConcurrency := fs.Int("worker-concurrency", bench.DefaultWorkerConcurrency, "asynq Concurrency of both servers of the worker section")
+	workerProfile := fs.String("worker-profile", "", "write a Go CPU profile of the worker section's rounds to `file` (read it with go tool pprof)")
 	drainShort := fs.Bool("drain-short", false, "run the drain section's short scenario (600 tasks, about 6 s a strategy) instead of the full one")
 	drainSlow := fs.Bool("drain-slow", false, "run the drain section's slow-provider scenario (1,200 tasks of 20 tenants, answers after 250 ms) instead of the full one")
 	drainWeighted := fs.Bool("drain-weighted", false, "run the drain section's scenario of unequal weights (1,440 tasks of 4 tenants weighted 3, 1, 1, 1) instead of the full one")
@@ -96,6 +97,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 		WorkerTasks:       *workerTasks,
 		WorkerConcurrency: *workerConcurrency,
+		WorkerProfile:     *workerProfile,
 
 		DrainShort:       *drainShort,
 		DrainSlow:        *drainSlow,

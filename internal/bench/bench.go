@@ -81,6 +81,11 @@ type Config struct {
 	// the worker section; zero means DefaultWorkerConcurrency.
 	WorkerConcurrency int
 
+	// WorkerProfile, when set, is the file the worker section writes a Go
+	// CPU profile of its rounds to (runtime/pprof), every contender's: read
+	// it with go tool pprof, focused on a package or function.
+	WorkerProfile string
+
 	// DrainShort runs the drain section's short scenario (600 tasks, 10
 	// tenants, about 6 s a strategy, for tests and CI) instead of the full
 	// one (10,000 tasks, 50 tenants, about 50 s a strategy).

@@ -34,7 +34,7 @@ func testResults() *Results {
 			Policies: workerPolicies,
 			Servers: []WorkerServer{{
 				Name: "plain", About: "asynq running the handler",
-				WorkerMeasurement: WorkerMeasurement{PerSecond: 12_000, RedisCPUUsPerTask: 40.04, RoundTripsPerTask: 3.21,
+				WorkerMeasurement: WorkerMeasurement{PerSecond: 12_000, RedisCPUUsPerTask: 40.04, RoundTripsPerTask: 3.21, GoCPUUsPerTask: 30.5,
 					Commands: []CommandCost{{Command: "evalsha", CallsPerTask: 2.5, UsPerTask: 12.25}},
 					Rounds: []WorkerRound{
 						{Tasks: 20_000, Seconds: 1.6, PerSecond: 12_500, RedisCPUUsPerTask: 40.04}, {Tasks: 20_000, Seconds: 1.74, PerSecond: 11_500, RedisCPUUsPerTask: 40.04},
@@ -42,7 +42,7 @@ func testResults() *Results {
 				OverPlain: Ratio{Median: 1, Min: 1, Max: 1}, CPUOverPlain: Ratio{Median: 1, Min: 1, Max: 1},
 			}, {
 				Name: "sluice", About: "behind the Throttle",
-				WorkerMeasurement: WorkerMeasurement{PerSecond: 8_400, RedisCPUUsPerTask: 81.26, RoundTripsPerTask: 5.5,
+				WorkerMeasurement: WorkerMeasurement{PerSecond: 8_400, RedisCPUUsPerTask: 81.26, RoundTripsPerTask: 5.5, GoCPUUsPerTask: 61,
 					Commands: []CommandCost{{Command: "evalsha", CallsPerTask: 3.5, UsPerTask: 40.5}, {Command: "zadd", CallsPerTask: 2, UsPerTask: 3}},
 					Rounds: []WorkerRound{
 						{Tasks: 20_000, Seconds: 2.35, PerSecond: 8_500, RedisCPUUsPerTask: 81.26}, {Tasks: 20_000, Seconds: 2.41, PerSecond: 8_300, RedisCPUUsPerTask: 81.26},
@@ -86,8 +86,8 @@ func TestWriteReport(t *testing.T) {
 		"(Concurrency 10, one queue, TaskCheckInterval 100ms, DelayedTaskCheckInterval 250ms)",
 		"- **plain**: asynq running the handler;",
 		"sluice/plain tasks a second 0.70, want at least 0.90: **not met**; sluice/plain Redis CPU per task 2.03, want at most 1.30: **not met**",
-		"| plain | 12,000 | 11,500 | 12,500 | 2 | 1.00 | 40.0 | 1.00 | 3.21 |",
-		"| sluice | 8,400 | 8,300 | 8,500 | 2 | 0.70 (0.68–0.72) | 81.3 | 2.03 | 5.50 |",
+		"| plain | 12,000 | 11,500 | 12,500 | 2 | 1.00 | 40.0 | 1.00 | 3.21 | 30.5 |",
+		"| sluice | 8,400 | 8,300 | 8,500 | 2 | 0.70 (0.68–0.72) | 81.3 | 2.03 | 5.50 | 61.0 |",
 		// The dearest under sluice first; a command a server did not run
 		// counts zero there.
 		"| command | plain calls | µs | sluice calls | µs |",

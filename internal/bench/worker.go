@@ -118,6 +118,7 @@ type WorkerMeasurement struct {
 	PerSecond         float64       `json:"per_second"`            // median of the rounds' tasks a second
 	RedisCPUUsPerTask float64       `json:"redis_cpu_us_per_task"` // median of the rounds'
 	RoundTripsPerTask float64       `json:"round_trips_per_task"`  // median of the rounds'
+	GoCPUUsPerTask    float64       `json:"go_cpu_us_per_task"`    // median of the rounds'
 	Commands          []CommandCost `json:"commands"`              // each command's median over the rounds, the dearest first
 	Rounds            []WorkerRound `json:"rounds"`
 }
@@ -138,6 +139,11 @@ type WorkerRound struct {
 	// RoundTripsPerTask is the round trips of the section's client over
 	// the same span, per task: asynq's and the limiter's (roundTrips).
 	RoundTripsPerTask float64 `json:"round_trips_per_task"`
+
+	// GoCPUUsPerTask is the CPU time this process used over the same span,
+	// user and system, per task, µs: the asynq server's, the handler's and
+	// the limiter's Go side (the enqueuers are done before it starts).
+	GoCPUUsPerTask float64 `json:"go_cpu_us_per_task"`
 
 	// Commands is what each Redis command cost per task over the same
 	// span (INFO commandstats), the dearest first.
@@ -202,6 +208,13 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 	for _, c := range contenders {
 		wr.Servers = append(wr.Servers, WorkerServer{Name: c.name, About: c.about})
 	}
+	if r.cfg.WorkerProfile != "" {
+		stop, err := startProfile(r.cfg.WorkerProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	for round := range r.cfg.Repeat {
 		for k := range contenders {
 			c := contenders[(round+k)%len(contenders)]
@@ -211,8 +224,8 @@ func runWorker(ctx context.Context, r *runner, res *Results) error {
 			}
 			m := wr.server(c.name)
 			m.Rounds = append(m.Rounds, got)
-			r.logf("worker round %d/%d %-11s %6d tasks in %6.3f s: %8.0f tasks/s  Redis CPU %5.1f µs/task  %4.1f round trips/task  (enqueued in %.3f s)",
-				round+1, r.cfg.Repeat, c.name, got.Tasks, got.Seconds, got.PerSecond, got.RedisCPUUsPerTask, got.RoundTripsPerTask, got.EnqueueSeconds)
+			r.logf("worker round %d/%d %-11s %6d tasks in %6.3f s: %8.0f tasks/s  Redis CPU %5.1f µs/task  Go CPU %5.1f µs/task  %4.1f round trips/task  (enqueued in %.3f s)",
+				round+1, r.cfg.Repeat, c.name, got.Tasks, got.Seconds, got.PerSecond, got.RedisCPUUsPerTask, got.GoCPUUsPerTask, got.RoundTripsPerTask, got.EnqueueSeconds)
 		}
 	}
 	wr.summarize()
@@ -226,11 +239,13 @@ func (wr *WorkerResult) summarize() {
 	plain := wr.server("plain")
 	for i := range wr.Servers {
 		m := &wr.Servers[i]
-		cpu, trips, costs := make([]float64, len(m.Rounds)), make([]float64, len(m.Rounds)), make([][]CommandCost, len(m.Rounds))
+		n := len(m.Rounds)
+		cpu, trips, goCPU, costs := make([]float64, n), make([]float64, n), make([]float64, n), make([][]CommandCost, n)
 		for i, rd := range m.Rounds {
-			cpu[i], trips[i], costs[i] = rd.RedisCPUUsPerTask, rd.RoundTripsPerTask, rd.Commands
+			cpu[i], trips[i], goCPU[i], costs[i] = rd.RedisCPUUsPerTask, rd.RoundTripsPerTask, rd.GoCPUUsPerTask, rd.Commands
 		}
 		m.PerSecond, m.RedisCPUUsPerTask, m.RoundTripsPerTask = median(workerPerSecond(m.Rounds)), median(cpu), median(trips)
+		m.GoCPUUsPerTask = median(goCPU)
 		m.Commands = medianCosts(costs)
 		if plain != nil {
 			m.OverPlain = perSecondRatio(workerPerSecond(m.Rounds), workerPerSecond(plain.Rounds))
@@ -293,7 +308,7 @@ func workerRound(ctx context.Context, rdb *redis.Client, trips *roundTrips, queu
 	if err != nil {
 		return WorkerRound{}, err
 	}
-	sent := trips.count()
+	sent, goCPU := trips.count(), processCPU()
 	start := time.Now()
 	if err := srv.Start(h); err != nil {
 		return WorkerRound{}, fmt.Errorf("start asynq server: %w", err)
@@ -305,7 +320,7 @@ func workerRound(ctx context.Context, rdb *redis.Client, trips *roundTrips, queu
 	for {
 		select {
 		case <-finished:
-			d, tripsAfter := time.Since(start), trips.count()
+			d, tripsAfter, goCPUAfter := time.Since(start), trips.count(), processCPU()
 			after, err := redisCPU(ctx, rdb)
 			if err != nil {
 				return WorkerRound{}, err
@@ -321,6 +336,7 @@ func workerRound(ctx context.Context, rdb *redis.Client, trips *roundTrips, queu
 				EnqueueSeconds:    enqueued.Seconds(),
 				RedisCPUUsPerTask: (after - cpu) / float64(tasks),
 				RoundTripsPerTask: float64(tripsAfter-sent) / float64(tasks),
+				GoCPUUsPerTask:    (goCPUAfter - goCPU) / float64(tasks),
 				Commands:          commandCosts(commands, commandsAfter, tasks),
 			}, nil
 		case err := <-failed:
