@@ -16,7 +16,7 @@ import (
 // Defaults of BatchConfig.
 const (
 	DefaultMaxBatch     = 64
-	DefaultMaxPipelines = 2
+	DefaultMaxPipelines = 4
 )
 
 // BatchConfig configures WithBatching. Zero fields take the defaults given;
@@ -29,17 +29,20 @@ type BatchConfig struct {
 	MaxBatch int
 
 	// MaxPipelines is the most pipelines the Limiter has in flight at
-	// once; default DefaultMaxPipelines, 2. A decision that arrives while
+	// once; default DefaultMaxPipelines, 4 (at 8 callers, 2 left Redis
+	// waiting between pipelines: docs/LIMITER.md, "The hot path"). A
+	// decision that arrives while
 	// that many are in flight waits for one of them to return, and goes
 	// in the next pipeline with every decision that arrived meanwhile.
 	// Each pipeline in flight holds a connection of the client.
 	MaxPipelines int
 }
 
-// WithBatching makes the Limiter send decisions that are asked for at the
-// same time to Redis together, as one pipeline of script calls, instead of
-// one round trip each: fewer system calls in Redis and in the client, so
-// more decisions a second when many goroutines share a Limiter. Nothing
+// WithBatching sets how the Limiter sends decisions that are asked for at
+// the same time to Redis together, as one pipeline of script calls, instead
+// of one round trip each: fewer system calls in Redis and in the client, so
+// more decisions a second when many goroutines share a Limiter. A Limiter
+// batches with the defaults unless WithoutBatching says otherwise. Nothing
 // waits for a batch to fill: a decision asked for while fewer than
 // MaxPipelines pipelines are in flight is sent at once, alone if need be, and
 // the ones asked for while the pipelines are busy go together in the next.
@@ -79,6 +82,13 @@ func WithBatching(cfg *BatchConfig) Option {
 		}
 		l.batch = &batcher{rdb: l.rdb, maxBatch: c.MaxBatch, maxPipelines: c.MaxPipelines}
 	})
+}
+
+// WithoutBatching makes the Limiter send every decision alone, one round
+// trip each, as it did before batching was the default: for comparison,
+// or for a caller that wants no call to share a pipeline with another.
+func WithoutBatching() Option {
+	return optionFunc(func(l *Limiter) { l.batch = nil })
 }
 
 // batcher sends concurrent decisions to Redis together (WithBatching), by

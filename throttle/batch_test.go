@@ -229,6 +229,35 @@ func TestWithBatchingConfig(t *testing.T) {
 	}
 }
 
+// TestBatchingByDefault: a Limiter batches with the defaults unless
+// WithoutBatching is given; of the two options the last wins.
+func TestBatchingByDefault(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{})
+	cases := []struct {
+		name    string
+		opts    []Option
+		batches bool
+	}{
+		{"no option", nil, true},
+		{"WithoutBatching", []Option{WithoutBatching()}, false},
+		{"WithBatching after WithoutBatching", []Option{WithoutBatching(), WithBatching(&BatchConfig{MaxBatch: 3})}, true},
+		{"WithoutBatching after WithBatching", []Option{WithBatching(nil), WithoutBatching()}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := NewLimiter(rdb, tc.opts...)
+			if got := l.batch != nil; got != tc.batches {
+				t.Fatalf("batches %v, want %v", got, tc.batches)
+			}
+			if l.batch != nil && tc.opts == nil && (l.batch.maxBatch != DefaultMaxBatch || l.batch.maxPipelines != DefaultMaxPipelines) {
+				t.Errorf("batcher %d a batch, %d pipelines; want the defaults", l.batch.maxBatch, l.batch.maxPipelines)
+			}
+		})
+	}
+}
+
 // TestBatchingAdmitsExactlyTheLimit hammers one key from many goroutines
 // through one batching Limiter: exactly Limit calls get through, each
 // admitted call sees a count of its own, and every call is answered.
@@ -353,7 +382,7 @@ func TestBatchingSendsWaitingCallsTogether(t *testing.T) {
 			// Key i holds i units before the test: its call sees i+1.
 			const n = 7
 			keys := make([]string, n)
-			unbatched := NewLimiter(b.rdb, WithPrefix(prefix))
+			unbatched := NewLimiter(b.rdb, WithPrefix(prefix), WithoutBatching())
 			for i := range keys {
 				keys[i] = fmt.Sprintf("key-%d", i)
 				if i > 0 {
@@ -726,7 +755,7 @@ func TestBatchingAnswersAsUnbatched(t *testing.T) {
 	ctx := context.Background()
 	checks := []Check{{Key: "x", Policy: PerMinute(2), Cost: 1}, {Key: "y", Policy: PerMinute(3), Cost: 1}}
 	var got [2][]MultiDecision
-	for i, opts := range [][]Option{nil, {WithBatching(nil)}} {
+	for i, opts := range [][]Option{{WithoutBatching()}, nil} {
 		l := NewLimiter(rdb, append(opts, WithPrefix(redistest.Prefix(t)))...)
 		for range 3 {
 			md, err := l.AllowInLine(ctx, "task", checks)
@@ -781,8 +810,8 @@ func BenchmarkAllowBatched(b *testing.B) {
 	p := PerSecond(100)
 	for _, batched := range []bool{false, true} {
 		opts := []Option{WithPrefix(prefix)}
-		if batched {
-			opts = append(opts, WithBatching(nil))
+		if !batched {
+			opts = append(opts, WithoutBatching())
 		}
 		l := NewLimiter(rdb, opts...)
 		for _, callers := range []int{1, 8, 32} {

@@ -62,10 +62,11 @@
 //
 // # Batching
 //
-// WithBatching sends the decisions that goroutines ask for at the same time
+// A Limiter sends the decisions that goroutines ask for at the same time
 // to Redis as one pipeline, each still its own atomic script with its own
 // reply: fewer round trips and system calls when many goroutines share a
-// Limiter, and no wait when they do not.
+// Limiter, and no wait when they do not. WithBatching tunes it;
+// WithoutBatching turns it off.
 //
 // # Keys
 //

@@ -87,7 +87,9 @@ func WithLineTolerance(d time.Duration) Option {
 // NewLimiter returns a Limiter that keeps its windows in rdb: a single node,
 // a Sentinel failover client or a Cluster client. The caller keeps ownership
 // of rdb and closes it. A nil rdb or a bad option does not panic: every call
-// of the Limiter returns an error wrapping ErrInvalidConfig.
+// of the Limiter returns an error wrapping ErrInvalidConfig. It batches
+// decisions asked for at the same time (WithBatching's defaults) unless
+// WithoutBatching is given.
 func NewLimiter(rdb redis.UniversalClient, opts ...Option) *Limiter {
 	l := &Limiter{
 		rdb:           rdb,
@@ -95,6 +97,7 @@ func NewLimiter(rdb redis.UniversalClient, opts ...Option) *Limiter {
 		group:         func(string) string { return DefaultGroup },
 		lineTolerance: DefaultLineTolerance,
 	}
+	WithBatching(nil).apply(l)
 	if rdb == nil {
 		l.err = fmt.Errorf("throttle: %w: nil Redis client", ErrInvalidConfig)
 	}

@@ -88,8 +88,9 @@ type Server struct {
 
 // NewServer returns a worker on rdb; the caller owns rdb and closes it after
 // the server has shut down. It adds SyncHook to rdb, so that what asynq
-// could not write during an outage is written after it. Its limiter batches (throttle.WithBatching): the
-// decisions of tasks that start at the same time share a pipeline.
+// could not write during an outage is written after it. Its limiter batches, as
+// every throttle.Limiter does by default: the decisions of tasks that start
+// at the same time share a pipeline.
 func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if rdb == nil {
 		return nil, errors.New("worker: nil Redis client")
@@ -109,7 +110,7 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	// decided go to Redis together, one pipeline instead of a round trip
 	// each. A lone decision is sent at once, as without batching, so it
 	// costs nothing when tasks do not overlap.
-	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(cfg.Prefix), throttle.WithBatching(nil))
+	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(cfg.Prefix))
 	sms, email := cfg.observeProviders()
 	tc := cfg.ThrottleConfig
 	tc.OnDecision = cfg.onDecision()

@@ -135,13 +135,15 @@ func checkLimiter(t *testing.T, lr *LimiterResult, cfg Config) {
 			if p.Callers != cfg.Callers[i] {
 				t.Errorf("%s: point %d has %d callers, want %d", v.Name, i, p.Callers, cfg.Callers[i])
 			}
-			if p.SluiceBatched == nil {
-				t.Fatalf("%s at %d: sluice batched not measured", v.Name, p.Callers)
+			measured := pointMeasurements(p)
+			var names []string
+			for _, c := range measured {
+				names = append(names, c.name)
 			}
-			for _, c := range []struct {
-				name string
-				m    Measurement
-			}{{"floor", p.Floor}, {"sluice", p.Sluice}, {"redis_rate", p.RedisRate}, {"sluice batched", *p.SluiceBatched}} {
+			if want := []string{"floor", "sluice", "redis_rate", "sluice_unbatched", "textbook", "today"}; !slices.Equal(names, want) {
+				t.Fatalf("%s at %d: contenders %v, want %v", v.Name, p.Callers, names, want)
+			}
+			for _, c := range measured {
 				where := v.Name + " " + c.name + " at " + strconv.Itoa(p.Callers)
 				if len(c.m.Rounds) != cfg.Repeat {
 					t.Errorf("%s: %d rounds, want %d", where, len(c.m.Rounds), cfg.Repeat)
@@ -164,16 +166,23 @@ func checkLimiter(t *testing.T, lr *LimiterResult, cfg Config) {
 					t.Errorf("%s: allowed share %v, want %v", where, r.AllowedShare, wantAllowed)
 				}
 			}
-			for name, r := range map[string]Ratio{"sluice/floor": p.SluiceOverFloor, "sluice/redis_rate": p.SluiceOverRedisRate, "redis_rate/floor": p.RedisRateOverFloor,
-				"batched/floor": p.SluiceBatchedOverFloor, "batched/redis_rate": p.SluiceBatchedOverRedisRate, "batched/sluice": p.SluiceBatchedOverSluice} {
+			ratios := map[string]Ratio{"sluice/floor": p.SluiceOverFloor, "sluice/redis_rate": p.SluiceOverRedisRate, "redis_rate/floor": p.RedisRateOverFloor,
+				"sluice/unbatched": p.SluiceOverUnbatched, "sluice/today": p.SluiceOverToday, "textbook/redis_rate": p.TextbookOverRedisRate,
+				"sluice p50/today": p.SluiceP50OverToday}
+			if v.Name == "allow" { // a denial records nothing: Redis time ratios of the allowing variant only
+				ratios["sluice Redis µs/redis_rate"] = p.SluiceRedisUsOverRedisRate
+			}
+			for name, r := range ratios {
 				if !(0 < r.Min && r.Min <= r.Median && r.Median <= r.Max) {
 					t.Errorf("%s %s at %d: ratio %+v", v.Name, name, p.Callers, r)
 				}
 			}
 		}
 	}
+	// Throughput, Redis time and p50 (the run has TargetCallers and
+	// TargetP50OverTodayCaller callers).
 	if len(lr.Targets) != 4 {
-		t.Errorf("targets = %+v, want 4, sluice and sluice batched (the run has %d callers)", lr.Targets, TargetCallers)
+		t.Errorf("targets = %+v, want 4", lr.Targets)
 	}
 }
 

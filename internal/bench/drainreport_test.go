@@ -97,7 +97,7 @@ func TestWriteFilesPlots(t *testing.T) {
 	// A contender only some points have, as a field added to Point would
 	// be: plotted where it is measured.
 	batched := measurement([]Round{{Calls: 10, PerSecond: 50_000}})
-	res.Limiter.Variants[0].Points[0].SluiceBatched = &batched
+	res.Limiter.Variants[0].Points[0].Textbook = &batched
 	dir := t.TempDir()
 	if err := WriteFiles(dir, res); err != nil {
 		t.Fatal(err)
@@ -144,13 +144,13 @@ func TestPointMeasurements(t *testing.T) {
 		t.Errorf("contenders %q, want %q: nil and unmeasured ones left out", names, want)
 	}
 	b := m(4)
-	p.SluiceBatched = &b
+	p.Textbook = &b
 	p.Floor = Measurement{} // not measured
 	names = nil
 	for _, nm := range pointMeasurements(p) {
 		names = append(names, nm.name)
 	}
-	if want := []string{"sluice", "redis_rate", "sluice_batched"}; !slices.Equal(names, want) {
+	if want := []string{"sluice", "redis_rate", "textbook"}; !slices.Equal(names, want) {
 		t.Errorf("contenders %q, want %q", names, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -21,11 +22,15 @@ var floorScript = redis.NewScript(`return 1`)
 // redisRatePrefix starts every key redis_rate writes; it cannot be changed.
 const redisRatePrefix = "rate:"
 
-// Targets of the issue "Performance", checked on the allowing variant.
+// Targets of the issues "Performance" and "The cost of a decision",
+// checked on the allowing variant: sluice is the default throttle.Limiter.
 const (
-	TargetCallers       = 32   // the number of callers the targets apply to
-	TargetOverRedisRate = 1.0  // least sluice/redis_rate throughput
-	TargetOverFloor     = 0.85 // least sluice/floor throughput
+	TargetCallers            = 32   // the number of callers the throughput and Redis-time targets apply to
+	TargetOverRedisRate      = 1.0  // least sluice/redis_rate throughput
+	TargetOverFloor          = 0.85 // least sluice/floor throughput
+	TargetRedisUsOverGCRA    = 1.0  // most sluice/redis_rate Redis time per decision
+	TargetP50OverToday       = 1.10 // most sluice/today p50 latency at one caller
+	TargetP50OverTodayCaller = 1    // the number of callers the p50 target applies to
 )
 
 // LimiterResult is the limiter section: Allow against the floor and
@@ -47,15 +52,19 @@ type Variant struct {
 
 // Point is the contenders at one number of callers.
 type Point struct {
-	Callers   int         `json:"callers"`
-	Floor     Measurement `json:"floor"`
+	Callers int `json:"callers"`
+	Floor   Measurement `json:"floor"`
+	// Sluice is Allow on the default throttle.NewLimiter, which batches.
 	Sluice    Measurement `json:"sluice"`
 	RedisRate Measurement `json:"redis_rate"`
 
-	// SluiceBatched is Sluice's Allow on a Limiter with
-	// throttle.WithBatching's defaults; nil in results from before it was
-	// measured.
-	SluiceBatched *Measurement `json:"sluice_batched,omitempty"`
+	// SluiceUnbatched is Allow on a Limiter with throttle.WithoutBatching;
+	// Textbook the textbook sliding-window log (textbookScript) on the same
+	// keys; Today the decision script of 2026-11-26 (todayScript), one call
+	// a decision. Nil in results from before they were measured.
+	SluiceUnbatched *Measurement `json:"sluice_unbatched,omitempty"`
+	Textbook        *Measurement `json:"textbook,omitempty"`
+	Today           *Measurement `json:"today,omitempty"`
 
 	// SluiceOverFloor is Sluice's throughput over the floor's, round by
 	// round: the share of the round-trip floor that Allow achieves.
@@ -69,24 +78,30 @@ type Point struct {
 	// by round: how near to the floor a script that does little gets.
 	RedisRateOverFloor Ratio `json:"redis_rate_over_floor"`
 
-	// SluiceBatchedOverFloor, SluiceBatchedOverRedisRate and
-	// SluiceBatchedOverSluice are batched Sluice's throughput over the
-	// floor's, redis_rate's and unbatched Sluice's, round by round; zero
-	// when SluiceBatched is nil.
-	SluiceBatchedOverFloor     Ratio `json:"sluice_batched_over_floor,omitzero"`
-	SluiceBatchedOverRedisRate Ratio `json:"sluice_batched_over_redis_rate,omitzero"`
-	SluiceBatchedOverSluice    Ratio `json:"sluice_batched_over_sluice,omitzero"`
+	// SluiceOverUnbatched and SluiceOverToday are Sluice's throughput over
+	// SluiceUnbatched's and Today's, TextbookOverRedisRate the textbook's
+	// over redis_rate's, round by round; zero when not measured.
+	SluiceOverUnbatched   Ratio `json:"sluice_over_unbatched,omitzero"`
+	SluiceOverToday       Ratio `json:"sluice_over_today,omitzero"`
+	TextbookOverRedisRate Ratio `json:"textbook_over_redis_rate,omitzero"`
+
+	// SluiceRedisUsOverRedisRate is Sluice's Redis time per decision over
+	// redis_rate's, and SluiceP50OverToday its p50 latency over Today's,
+	// round by round; zero when not measured.
+	SluiceRedisUsOverRedisRate Ratio `json:"sluice_redis_us_over_redis_rate,omitzero"`
+	SluiceP50OverToday         Ratio `json:"sluice_p50_over_today,omitzero"`
 }
 
-// Target is one goal of the issue "Performance" against what was measured.
+// Target is one goal of the issues against what was measured.
 type Target struct {
-	// Name is "sluice_over_redis_rate" or "sluice_over_floor", or the same
-	// with "sluice_batched" for the batched Limiter.
+	// Name is "sluice_over_redis_rate", "sluice_over_floor",
+	// "sluice_redis_us_over_redis_rate" or "sluice_p50_over_today".
 	Name    string  `json:"name"`
 	Variant string  `json:"variant"`
 	Callers int     `json:"callers"`
-	Want    float64 `json:"want"` // the least ratio that meets it
-	Got     float64 `json:"got"`  // the median ratio measured
+	Want    float64 `json:"want"`    // the bound that meets it
+	AtMost  bool    `json:"at_most"` // Want is the most, not the least
+	Got     float64 `json:"got"`     // the median ratio measured
 	Met     bool    `json:"met"`
 }
 
@@ -137,7 +152,7 @@ type contender struct {
 // and at each the contenders one after another in an order that rotates
 // from round to round.
 func runLimiter(ctx context.Context, r *runner, res *Results) error {
-	for _, s := range []*redis.Script{floorScript, lua.Allow} {
+	for _, s := range []*redis.Script{floorScript, lua.Allow, textbookScript, todayScript} {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("load script: %w", err)
 		}
@@ -165,10 +180,18 @@ func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string)
 	prefix := r.prefix + spec.name + ":"
 	sluice := throttle.NewLimiter(r.rdb, throttle.WithPrefix(prefix))
 	// On the same keys as sluice, so that the deny variant's fill holds
-	// for both.
-	batched := throttle.NewLimiter(r.rdb, throttle.WithPrefix(prefix), throttle.WithBatching(nil))
+	// for all three.
+	unbatched := throttle.NewLimiter(r.rdb, throttle.WithPrefix(prefix), throttle.WithoutBatching())
+	redisKeys := make(map[string]string, len(keys))
+	for _, k := range keys {
+		rk, err := sluice.RedisKey(k)
+		if err != nil {
+			return Variant{}, err
+		}
+		redisKeys[k] = rk
+	}
 	gcra := redis_rate.NewLimiter(r.rdb)
-	contenders := limiterContenders(r, spec, prefix, sluice, batched, gcra)
+	contenders := limiterContenders(r, spec, prefix, limiterSluices{sluice, unbatched, redisKeys}, gcra)
 
 	if spec.fill {
 		if err := fill(ctx, r, keys, sluice, gcra, spec); err != nil {
@@ -198,7 +221,7 @@ func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string)
 					rounds[c.name] = make([][]Round, len(r.cfg.Callers))
 				}
 				rounds[c.name][ci] = append(rounds[c.name][ci], got)
-				r.logf("limiter %-5s round %d/%d callers %3d %-14s %9.0f/s  p50 %6.0f µs  p99 %6.0f µs  Redis %5.1f µs/call  allowed %3.0f%%",
+				r.logf("limiter %-5s round %d/%d callers %3d %-16s %9.0f/s  p50 %6.0f µs  p99 %6.0f µs  Redis %5.1f µs/call  allowed %3.0f%%",
 					spec.name, round+1, r.cfg.Repeat, callers, c.name, got.PerSecond, got.P50, got.P99, got.RedisUsPerCall, 100*got.AllowedShare)
 			}
 		}
@@ -207,11 +230,21 @@ func runVariant(ctx context.Context, r *runner, spec variantSpec, keys []string)
 	return v, nil
 }
 
+// limiterSluices are the Limiters the limiter section measures: the
+// default one, one WithoutBatching on the same keys, and the Redis key of
+// each bench key, on which the textbook and today's script run too.
+type limiterSluices struct {
+	sluice, unbatched *throttle.Limiter
+	redisKeys         map[string]string
+}
+
 // limiterContenders returns the limiters that runVariant compares, in
-// the order of their first round, each on keys under prefix: the floor
-// (floorScript, the cheapest script call), sluice, go-redis/redis_rate,
-// and sluice batched.
-func limiterContenders(r *runner, spec variantSpec, prefix string, sluice, batched *throttle.Limiter, gcra *redis_rate.Limiter) []contender {
+// the order of their first round: the floor (floorScript, the cheapest
+// script call), sluice, go-redis/redis_rate, sluice unbatched, the
+// textbook log and today's script, each on keys under prefix.
+func limiterContenders(r *runner, spec variantSpec, prefix string, ls limiterSluices, gcra *redis_rate.Limiter) []contender {
+	var seq atomic.Int64 // names the textbook's members
+	window := spec.policy.Window.Microseconds()
 	return []contender{{
 		name: "floor",
 		decide: func(ctx context.Context, key string) (bool, error) {
@@ -221,7 +254,7 @@ func limiterContenders(r *runner, spec variantSpec, prefix string, sluice, batch
 	}, {
 		name: "sluice",
 		decide: func(ctx context.Context, key string) (bool, error) {
-			d, err := sluice.Allow(ctx, key, spec.policy)
+			d, err := ls.sluice.Allow(ctx, key, spec.policy)
 			return d.Allowed, err
 		},
 		result: func(p *Point) *Measurement { return &p.Sluice },
@@ -236,18 +269,38 @@ func limiterContenders(r *runner, spec variantSpec, prefix string, sluice, batch
 		},
 		result: func(p *Point) *Measurement { return &p.RedisRate },
 	}, {
-		name: "sluice batched",
+		name: "sluice unbatched",
 		decide: func(ctx context.Context, key string) (bool, error) {
-			d, err := batched.Allow(ctx, key, spec.policy)
+			d, err := ls.unbatched.Allow(ctx, key, spec.policy)
 			return d.Allowed, err
 		},
-		result: func(p *Point) *Measurement {
-			if p.SluiceBatched == nil {
-				p.SluiceBatched = &Measurement{}
-			}
-			return p.SluiceBatched
+		result: func(p *Point) *Measurement { return optional(&p.SluiceUnbatched) },
+	}, {
+		name: "textbook",
+		decide: func(ctx context.Context, key string) (bool, error) {
+			n, err := textbookScript.Run(ctx, r.rdb, []string{ls.redisKeys[key]}, spec.policy.Limit, window,
+				strconv.FormatInt(seq.Add(1), 10)).Int()
+			return n == 1, err
 		},
+		result: func(p *Point) *Measurement { return optional(&p.Textbook) },
+	}, {
+		name: "sluice today",
+		decide: func(ctx context.Context, key string) (bool, error) {
+			// The arguments the Limiter of 2026-11-26 sent for Allow.
+			reply, err := todayScript.Run(ctx, r.rdb, []string{ls.redisKeys[key]}, "1", "", 0,
+				spec.policy.Limit, window, 1, spec.policy.Algorithm.String()).Int64Slice()
+			return err == nil && len(reply) > 0 && reply[0] == 1, err
+		},
+		result: func(p *Point) *Measurement { return optional(&p.Today) },
 	}}
+}
+
+// optional returns *m, made first when nil.
+func optional(m **Measurement) *Measurement {
+	if *m == nil {
+		*m = &Measurement{}
+	}
+	return *m
 }
 
 // measureRound measures contender c for one round at callers callers
@@ -274,7 +327,7 @@ func measureRound(ctx context.Context, r *runner, c contender, callers int, keys
 
 // variantPoints sums up the rounds of each contender (contender ->
 // callers index -> rounds) into one Point per number of callers, with
-// the throughput ratios between contenders.
+// the ratios between contenders.
 func variantPoints(callersList []int, contenders []contender, rounds map[string][][]Round) []Point {
 	var points []Point
 	for ci, callers := range callersList {
@@ -285,12 +338,33 @@ func variantPoints(callersList []int, contenders []contender, rounds map[string]
 		p.SluiceOverFloor = throughputRatio(p.Sluice.Rounds, p.Floor.Rounds)
 		p.SluiceOverRedisRate = throughputRatio(p.Sluice.Rounds, p.RedisRate.Rounds)
 		p.RedisRateOverFloor = throughputRatio(p.RedisRate.Rounds, p.Floor.Rounds)
-		p.SluiceBatchedOverFloor = throughputRatio(p.SluiceBatched.Rounds, p.Floor.Rounds)
-		p.SluiceBatchedOverRedisRate = throughputRatio(p.SluiceBatched.Rounds, p.RedisRate.Rounds)
-		p.SluiceBatchedOverSluice = throughputRatio(p.SluiceBatched.Rounds, p.Sluice.Rounds)
+		p.SluiceRedisUsOverRedisRate = roundRatio(p.Sluice.Rounds, p.RedisRate.Rounds, func(r Round) float64 { return r.RedisUsPerCall })
+		if p.SluiceUnbatched != nil {
+			p.SluiceOverUnbatched = throughputRatio(p.Sluice.Rounds, p.SluiceUnbatched.Rounds)
+		}
+		if p.Textbook != nil {
+			p.TextbookOverRedisRate = throughputRatio(p.Textbook.Rounds, p.RedisRate.Rounds)
+		}
+		if p.Today != nil {
+			p.SluiceOverToday = throughputRatio(p.Sluice.Rounds, p.Today.Rounds)
+			p.SluiceP50OverToday = roundRatio(p.Sluice.Rounds, p.Today.Rounds, func(r Round) float64 { return r.P50 })
+		}
 		points = append(points, p)
 	}
 	return points
+}
+
+// roundRatio returns the ratios of field f of num's rounds over den's,
+// round by round.
+func roundRatio(num, den []Round, f func(Round) float64) Ratio {
+	xs, ys := make([]float64, len(num)), make([]float64, len(den))
+	for i, r := range num {
+		xs[i] = f(r)
+	}
+	for i, r := range den {
+		ys[i] = f(r)
+	}
+	return perSecondRatio(xs, ys)
 }
 
 // fill takes every key of both limiters to its limit, so that every later
@@ -320,29 +394,35 @@ func fill(ctx context.Context, r *runner, keys []string, sluice *throttle.Limite
 	return nil
 }
 
-// targets checks the goals of the issue "Performance" against the allowing
-// variant at TargetCallers, when it was measured.
+// targets checks the goals of the issues against the allowing variant:
+// throughput and Redis time at TargetCallers, latency at
+// TargetP50OverTodayCaller, when they were measured.
 func targets(lr *LimiterResult) []Target {
 	var out []Target
 	for i := range lr.Variants {
 		v := &lr.Variants[i]
-		p := v.point(TargetCallers)
-		if v.Name != "allow" || p == nil {
+		if v.Name != "allow" {
 			continue
 		}
-		out = append(out,
-			limiterTarget("sluice_over_redis_rate", v.Name, TargetOverRedisRate, p.SluiceOverRedisRate),
-			limiterTarget("sluice_over_floor", v.Name, TargetOverFloor, p.SluiceOverFloor))
-		if p.SluiceBatched != nil {
+		if p := v.point(TargetCallers); p != nil {
 			out = append(out,
-				limiterTarget("sluice_batched_over_redis_rate", v.Name, TargetOverRedisRate, p.SluiceBatchedOverRedisRate),
-				limiterTarget("sluice_batched_over_floor", v.Name, TargetOverFloor, p.SluiceBatchedOverFloor))
+				limiterTarget("sluice_over_redis_rate", v.Name, p.Callers, TargetOverRedisRate, false, p.SluiceOverRedisRate),
+				limiterTarget("sluice_over_floor", v.Name, p.Callers, TargetOverFloor, false, p.SluiceOverFloor),
+				limiterTarget("sluice_redis_us_over_redis_rate", v.Name, p.Callers, TargetRedisUsOverGCRA, true, p.SluiceRedisUsOverRedisRate))
+		}
+		if p := v.point(TargetP50OverTodayCaller); p != nil && p.Today != nil {
+			out = append(out, limiterTarget("sluice_p50_over_today", v.Name, p.Callers, TargetP50OverToday, true, p.SluiceP50OverToday))
 		}
 	}
 	return out
 }
 
-// limiterTarget checks the median of r against want, at TargetCallers.
-func limiterTarget(name, variant string, want float64, r Ratio) Target {
-	return Target{Name: name, Variant: variant, Callers: TargetCallers, Want: want, Got: r.Median, Met: r.Median >= want}
+// limiterTarget checks the median of r against want: at least want, or
+// at most want when atMost.
+func limiterTarget(name, variant string, callers int, want float64, atMost bool, r Ratio) Target {
+	met := r.Median >= want
+	if atMost {
+		met = r.Median > 0 && r.Median <= want
+	}
+	return Target{Name: name, Variant: variant, Callers: callers, Want: want, AtMost: atMost, Got: r.Median, Met: met}
 }

@@ -66,8 +66,8 @@ func workerContenders(rdb *redis.Client, limiterPrefix string, parsed *policies.
 	throttled := func(fairness worker.Fairness) func(context.Context, asynq.Handler) (asynq.Handler, error) {
 		return func(ctx context.Context, h asynq.Handler) (asynq.Handler, error) {
 			// A Throttle of its own each round, as a worker that starts,
-			// on a limiter that batches, as worker.NewServer's does.
-			l := throttle.NewLimiter(rdb, throttle.WithPrefix(limiterPrefix), throttle.WithBatching(nil))
+			// on a limiter as worker.NewServer's: the default, batching.
+			l := throttle.NewLimiter(rdb, throttle.WithPrefix(limiterPrefix))
 			t, err := worker.NewThrottle(l, policies.Static(parsed), &worker.ThrottleConfig{
 				DelayedTaskCheckInterval: workerDelayedInterval,
 				FetchInterval:            workerFetchInterval,

@@ -1,0 +1,458 @@
+--[[
+allow.lua: one decision over one or more checks, all or nothing.
+
+A check of the sliding-window log ('sliding-log') keeps a sorted set with one
+member per unit of cost, scored by its time in microseconds of the Redis
+clock (TIME): admissions at the time they were admitted, and, in line mode,
+places reserved for denied callers at the time they will be admitted. A
+member counts in every window (t - window, t] that holds its score. The
+script keeps one invariant: no window of any length-`window` span holds more
+than `limit` members. A member leaves the set once its score is a window old.
+
+Checks of the other algorithms ('sliding-window', 'gcra', 'fixed-window') keep
+a counter of a few integers (see counters.lua, which is run in front of this
+script and defines counter_check and counter_record). They reserve nothing.
+
+A request is admitted now when every check has room now: counting future
+places too, so that a place, once given, is kept. Otherwise each log check
+finds the earliest time at or after now at which the request fits, and the
+request's time is the latest of them and of the counters' retry times (made
+to fit every log check at once).
+
+In line mode (ARGV[1] = "2") a denied caller takes its place: a member named
+"@<id>#<j>" at that time in every log check. When it comes back:
+  - before its place: it is told the time left ("early"); nothing changes;
+  - at its place, or up to `tolerance` after it: it is admitted as of its
+    place, if the counters allow it now; the member is renamed, keeping its
+    score;
+  - later than that, or with its place in only some of the log checks (a
+    window pruned it, a key was reset): its places are dropped and it is
+    placed again as a new caller.
+A place whose caller never comes back takes its slot, and leaves with it.
+
+KEYS[i]      key of check i, i = 1 .. n (all in one hash slot)
+ARGV[1]      "0": record nothing, only look (Peek)
+             "1": record the admission when every check allows (Allow)
+             "2": as "1", and a denied caller takes a place (line mode)
+             "3": as "0", and the reply counts the places in line (Usage)
+ARGV[2]      caller id (line mode), else ""
+ARGV[3]      tolerance in microseconds (line mode), else 0
+ARGV[4i]     limit of check i: most units in any window
+ARGV[4i+1]   window of check i, in microseconds
+ARGV[4i+2]   cost of check i, in units, 1 <= cost <= limit
+ARGV[4i+3]   algorithm of check i: 'sliding-log', 'sliding-window', 'gcra'
+             or 'fixed-window'
+             n = (#ARGV - 3) / 4
+
+Reply: an array of 4 + 4n integers
+  [1]        1 when the request was admitted (recorded unless ARGV[1] = "0"),
+             else 0
+  [4i-2]     1 when check i alone has room now, else 0
+  [4i-1]     units of check i counted after this decision, places included
+  [4i]       retry-after of check i alone, in microseconds: 0 when it has
+             room now, else the time until the earliest time it would have
+             room if nothing else were admitted (for a log check, counting
+             the places of others)
+  [4i+1]     reset-after of check i in microseconds: time until its key holds
+             nothing that limits
+  [4n+2]     denied: microseconds until the request's time (in line mode, its
+             place); else 0
+  [4n+3]     denied: the check that set that time (1-based); else 0
+  [4n+4]     line mode: 1 when the caller came back before its place (nothing
+             changed), else 0
+With ARGV[1] = "3" the reply has 2n more integers, 4 + 6n in all:
+  [4n+3+2i]  places in line of check i: its members scored after now (0 for a
+             counter check); [4i-1] counts them too
+  [4n+4+2i]  of those, the ones scored at most one window after now
+]]
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local stamp = t[1] .. string.format('%06d', tonumber(t[2]))
+local mode = ARGV[1]
+local look = mode == '0' or mode == '3' -- record nothing
+local id = ARGV[2]
+local tolerance = tonumber(ARGV[3])
+local n = (#ARGV - 3) / 4
+
+-- Lua prints numbers with 14 digits: times in microseconds need %d.
+local function num(x) return string.format('%d', x) end
+local function excl(x) return string.format('(%d', x) end
+
+-- How many commands one check's search may run before it settles for the
+-- end of the window's members, a time that always fits.
+local budget = 200
+
+local limits, windows, costs, algs, counts = {}, {}, {}, {}, {}
+local logs, counters = {}, {}
+for i = 1, n do
+  limits[i] = tonumber(ARGV[4 * i])
+  windows[i] = tonumber(ARGV[4 * i + 1])
+  costs[i] = tonumber(ARGV[4 * i + 2])
+  algs[i] = ARGV[4 * i + 3]
+  if algs[i] == 'sliding-log' then
+    logs[#logs + 1] = i
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - windows[i])
+    counts[i] = redis.call('ZCARD', KEYS[i])
+  else
+    counters[#counters + 1] = i
+  end
+end
+
+-- admit records cost units of log check i at now.
+local function admit(i)
+  -- Members must be unique even when many units land in one microsecond.
+  -- They are named after the stamp and the count before this call, which
+  -- only grows within one microsecond for one window. A key called with two
+  -- windows in one microsecond can repeat a name: ZADD NX refuses it, and the
+  -- refused units are named after the number of members at this score
+  -- instead (which only grows within the microsecond), marked 'z' so the two
+  -- kinds never meet.
+  local key, cost = KEYS[i], costs[i]
+  local done, refused = 0, 0
+  while done < cost do
+    local args = {'NX'}
+    local batch = math.min(cost - done, 500)
+    for j = 1, batch do
+      args[2 * j] = now
+      args[2 * j + 1] = stamp .. '-' .. (counts[i] + done + j - 1)
+    end
+    refused = refused + batch - redis.call('ZADD', key, unpack(args))
+    done = done + batch
+  end
+  if refused > 0 then
+    local seq = redis.call('ZCOUNT', key, now, now)
+    done = 0
+    while done < refused do
+      local args = {}
+      local batch = math.min(refused - done, 500)
+      for j = 1, batch do
+        args[2 * j - 1] = now
+        args[2 * j] = stamp .. '-z' .. (seq + done + j - 1)
+      end
+      redis.call('ZADD', key, unpack(args))
+      done = done + batch
+    end
+  end
+  counts[i] = counts[i] + cost
+end
+
+-- The common case, first and with nothing more set up: only sliding logs,
+-- each with room now for all it holds (places too) and this request, and no
+-- place of this caller to claim.
+if #counters == 0 and not look then
+  local roomy = true
+  for i = 1, n do
+    if counts[i] + costs[i] > limits[i] then
+      roomy = false
+      break
+    end
+  end
+  if roomy and mode == '2' and redis.call('ZSCORE', KEYS[1], '@' .. id .. '#1') then
+    roomy = false
+  end
+  if roomy then
+    local fast = {1}
+    for i = 1, n do
+      local before = counts[i]
+      admit(i)
+      -- The key goes shortly after its newest member leaves the window: this
+      -- one, or a place ahead.
+      local reset = windows[i]
+      if before > 0 then
+        local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
+        reset = tonumber(last[2]) + windows[i] - now
+      end
+      redis.call('PEXPIRE', KEYS[i], math.floor(reset / 1000) + 1)
+      fast[4 * i - 2], fast[4 * i - 1], fast[4 * i], fast[4 * i + 1] = 1, counts[i], 0, reset
+    end
+    fast[4 * n + 2], fast[4 * n + 3], fast[4 * n + 4] = 0, 0, 0
+    return fast
+  end
+end
+
+local own, retries, resets, states = {}, {}, {}, {}
+
+-- last returns the score of log check i's newest member (false when it has
+-- none), read once: writes that know it keep it up to date, others forget
+-- it.
+local newest = {}
+local function last(i)
+  if newest[i] == nil then
+    newest[i] = false
+    if counts[i] > 0 then
+      local e = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
+      if e[2] then
+        newest[i] = tonumber(e[2])
+      end
+    end
+  end
+  return newest[i]
+end
+
+-- wrote notes a member of log check i written at score.
+local function wrote(i, score)
+  if newest[i] ~= nil then
+    newest[i] = math.max(newest[i] or score, score)
+  end
+end
+
+-- tail is the time from which cost units always fit log check i: one window
+-- after the member that the request needs gone when it counts every member,
+-- future places included. No window holding that time or a later one holds
+-- any member up to that one.
+local function tail(i)
+  local idx = counts[i] - limits[i] + costs[i] - 1
+  if idx < 0 then
+    return now
+  end
+  local e = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
+  return math.max(now, tonumber(e[2]) + windows[i])
+end
+
+-- earliest returns the earliest time at or after from at which cost units
+-- fit log check i: every window that would hold them has room for them.
+-- Such a window ends at the time itself or at a member within a window
+-- after it. A full window ending at the time moves the time to the exit of
+-- the member that must go; a full one ending at a later member moves it to
+-- that member (no time up to it fits). The search gives up after budget
+-- commands and returns the tail.
+local function earliest(i, from)
+  local key, limit, window, cost = KEYS[i], limits[i], windows[i], costs[i]
+  if counts[i] + cost <= limit then
+    return from
+  end
+  local nw = last(i)
+  if nw and nw <= from then
+    -- Nothing ahead of from: the tail is the answer.
+    return math.max(from, tail(i))
+  end
+  local at, spent = from, 0
+  while spent < budget do
+    local c = redis.call('ZCOUNT', key, excl(at - window), num(at))
+    spent = spent + 1
+    if c + cost > limit then
+      local e = redis.call('ZRANGE', key, excl(at - window), '+inf', 'BYSCORE',
+        'LIMIT', c + cost - limit - 1, 1, 'WITHSCORES')
+      spent = spent + 1
+      at = tonumber(e[2]) + window
+    else
+      -- The windows ending at the first limit - cost - c members after at
+      -- have room whatever else they hold; look at the others.
+      local offset, blocked = limit - cost - c, nil
+      while not blocked and spent < budget do
+        local later = redis.call('ZRANGE', key, excl(at), excl(at + window), 'BYSCORE',
+          'LIMIT', offset, 16, 'WITHSCORES')
+        spent = spent + 1
+        for j = 2, #later, 2 do
+          local f = tonumber(later[j])
+          spent = spent + 1
+          if redis.call('ZCOUNT', key, excl(f - window), num(f)) + cost > limit then
+            blocked = f
+            break
+          end
+        end
+        if not blocked and #later < 32 then
+          return at
+        end
+        offset = offset + 16
+      end
+      if blocked then
+        at = blocked
+      end
+    end
+  end
+  return tail(i)
+end
+
+local reply = {0}
+local function finish(allowed, wait, by, early)
+  reply[1] = allowed
+  for i = 1, n do
+    reply[4 * i - 2] = retries[i] == 0 and 1 or 0
+    reply[4 * i - 1] = counts[i]
+    reply[4 * i] = retries[i]
+    reply[4 * i + 1] = resets[i]
+  end
+  reply[4 * n + 2] = wait
+  reply[4 * n + 3] = by
+  reply[4 * n + 4] = early
+  if mode == '3' then
+    -- A member scored after now is a place in line: admissions are scored
+    -- at their time, up to now.
+    for i = 1, n do
+      local ahead, soon = 0, 0
+      if algs[i] == 'sliding-log' then
+        ahead = redis.call('ZCOUNT', KEYS[i], excl(now), '+inf')
+        if ahead > 0 then
+          soon = redis.call('ZCOUNT', KEYS[i], excl(now), num(now + windows[i]))
+        end
+      end
+      reply[4 * n + 3 + 2 * i], reply[4 * n + 4 + 2 * i] = ahead, soon
+    end
+  end
+  return reply
+end
+
+-- settle sets the TTL and reset-after of every log check: the key goes
+-- shortly after its newest member leaves the window. Set on every call so
+-- that a changed window applies.
+local function settle()
+  for _, i in ipairs(logs) do
+    resets[i] = 0
+    local nw = last(i)
+    if nw then
+      local reset = nw + windows[i] - now
+      resets[i] = reset
+      redis.call('PEXPIRE', KEYS[i], math.floor(reset / 1000) + 1)
+    end
+  end
+end
+
+-- record admits the request now in every check.
+local function record()
+  for _, i in ipairs(logs) do
+    admit(i)
+    wrote(i, now)
+  end
+  for _, i in ipairs(counters) do
+    counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i])
+  end
+end
+
+-- The counters first: they only look.
+if #counters > 0 then
+  define_counters()
+end
+local counterAt = now
+for _, i in ipairs(counters) do
+  local allowed, count, retry, reset, state = counter_check(algs[i], KEYS[i], limits[i], windows[i], costs[i], now)
+  counts[i], retries[i], resets[i], states[i] = count, retry, reset, state
+  if allowed == 1 then
+    retries[i] = 0
+  end
+  counterAt = math.max(counterAt, now + retries[i])
+end
+
+-- A caller in line that comes back.
+if mode == '2' and #logs > 0 then
+  -- A caller without a place in the first log check is taken as a new
+  -- one, without looking at the others: a place left in another (the first
+  -- key was reset) takes its slot until it leaves the window, as an
+  -- abandoned place does.
+  local place, same, found = nil, true, 0
+  for _, i in ipairs(logs) do
+    local s = redis.call('ZSCORE', KEYS[i], '@' .. id .. '#1')
+    if not s and found == 0 then
+      break
+    end
+    if s then
+      found = found + 1
+      s = tonumber(s)
+      if place and place ~= s then
+        same = false
+      end
+      place = place or s
+    end
+  end
+  if found == #logs and same and place > now then
+    for _, i in ipairs(logs) do
+      retries[i] = place - now
+    end
+    settle()
+    return finish(0, place - now, 0, 1)
+  end
+  if found == #logs and same and now - place <= tolerance and counterAt == now then
+    for _, i in ipairs(logs) do
+      retries[i] = 0
+      for j = 1, costs[i] do
+        local member = '@' .. id .. '#' .. j
+        redis.call('ZREM', KEYS[i], member)
+        redis.call('ZADD', KEYS[i], place, num(place) .. '-c' .. id .. '#' .. j)
+      end
+    end
+    for _, i in ipairs(counters) do
+      counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i])
+    end
+    settle()
+    return finish(1, 0, 0, 0)
+  end
+  if found > 0 then
+    -- Late, or its places do not agree: placed again as a new caller.
+    for _, i in ipairs(logs) do
+      local members = {}
+      for j = 1, costs[i] do
+        members[j] = '@' .. id .. '#' .. j
+      end
+      counts[i] = counts[i] - redis.call('ZREM', KEYS[i], unpack(members))
+      newest[i] = nil
+    end
+  end
+end
+
+-- Each log check alone, then the latest of them made to fit them all: a
+-- time that fits one check may fall in a full stretch of another.
+local at, by = counterAt, 0
+for _, i in ipairs(counters) do
+  if now + retries[i] == counterAt and counterAt > now and by == 0 then
+    by = i
+  end
+end
+for _, i in ipairs(logs) do
+  own[i] = earliest(i, now)
+  retries[i] = own[i] - now
+  if own[i] > at then
+    at, by = own[i], i
+  end
+end
+local settled = true
+for _, i in ipairs(logs) do
+  if own[i] < at then
+    settled = false
+  end
+end
+if not settled then
+  local rounds = 0
+  local moved = true
+  while moved and rounds < 8 do
+    moved, rounds = false, rounds + 1
+    for _, i in ipairs(logs) do
+      local fit = earliest(i, at)
+      if fit > at then
+        at, by, moved = fit, i, true
+      end
+    end
+  end
+  if moved then
+    -- Not settled: the tails fit every log check at once.
+    for _, i in ipairs(logs) do
+      local fit = tail(i)
+      if fit > at then
+        at, by = fit, i
+      end
+    end
+  end
+end
+
+if at == now then
+  if not look then
+    record()
+  end
+  settle()
+  return finish(1, 0, 0, 0)
+end
+
+if mode == '2' and #logs > 0 then
+  for _, i in ipairs(logs) do
+    local args = {}
+    for j = 1, costs[i] do
+      args[2 * j - 1] = at
+      args[2 * j] = '@' .. id .. '#' .. j
+    end
+    redis.call('ZADD', KEYS[i], unpack(args))
+    counts[i] = counts[i] + costs[i]
+    wrote(i, at)
+  end
+end
+settle()
+return finish(0, at - now, by, 0)
