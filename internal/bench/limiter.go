@@ -52,7 +52,7 @@ type Variant struct {
 
 // Point is the contenders at one number of callers.
 type Point struct {
-	Callers int `json:"callers"`
+	Callers int         `json:"callers"`
 	Floor   Measurement `json:"floor"`
 	// Sluice is Allow on the default throttle.NewLimiter, which batches.
 	Sluice    Measurement `json:"sluice"`
