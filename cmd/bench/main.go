@@ -33,8 +33,10 @@ usage: bench --out DIR [--redis URL] [--duration D] [--warmup D] [--repeat N]
              [--worker-tasks N] [--worker-concurrency N] [--worker-profile FILE]
              [--drain-short] [--drain-concurrency N] [--only SECTION,...]
 
-Measures Sluice's limiter against a trivial EVALSHA (the round-trip floor)
-and against redis_rate (GCRA), the Redis memory of a limited key under
+Measures Sluice's limiter against a trivial EVALSHA (the round-trip floor),
+redis_rate (GCRA), a textbook sliding-window log and its own script of
+2026-11-26, the Redis time of a denial with up to 10,000 tasks waiting
+ahead against an admission's, the Redis memory of a limited key under
 each algorithm, the accuracy of the constant-memory algorithms (simulated,
 no Redis), asynq tasks per second with the Throttle middleware against
 plain asynq, and a backlog of 10,000 SMS for 50 tenants drained by 3 worker

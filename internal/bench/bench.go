@@ -73,6 +73,10 @@ type Config struct {
 	// means DefaultMemoryUnits.
 	MemoryUnits []int
 
+	// LineWaiting are the numbers of tasks waiting ahead at which the line
+	// section measures a denial; nil means DefaultLineWaiting.
+	LineWaiting []int
+
 	// WorkerTasks is how many tasks each round of the worker section runs;
 	// zero means DefaultWorkerTasks.
 	WorkerTasks int
@@ -127,6 +131,7 @@ type section struct {
 // sections are the sections in the order they run and are reported.
 var sections = []section{
 	{"limiter", runLimiter, func(w io.Writer, res *Results) { reportLimiter(w, res); reportLimiterPlots(w, res) }},
+	{"line", runLine, reportLine},
 	{"memory", runMemory, reportMemory},
 	{"accuracy", runAccuracy, reportAccuracy},
 	{"worker", runWorker, reportWorker},
@@ -147,6 +152,7 @@ func Sections() []string {
 type Results struct {
 	Meta     Meta            `json:"meta"`
 	Limiter  *LimiterResult  `json:"limiter,omitempty"`
+	Line     *LineResult     `json:"line,omitempty"`
 	Memory   *MemoryResult   `json:"memory,omitempty"`
 	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
 	Worker   *WorkerResult   `json:"worker,omitempty"`
@@ -179,6 +185,7 @@ type Settings struct {
 	Callers           []int    `json:"callers"`
 	Keys              int      `json:"keys"`
 	MemoryUnits       []int    `json:"memory_units"`
+	LineWaiting       []int    `json:"line_waiting"`
 	WorkerTasks       int      `json:"worker_tasks"`       // per round of the worker section
 	WorkerConcurrency int      `json:"worker_concurrency"` // asynq Concurrency of the worker section
 	DrainShort        bool     `json:"drain_short"`        // the drain section's short scenario
@@ -232,8 +239,16 @@ func withDefaults(cfg Config) (Config, error) {
 	if cfg.MemoryUnits == nil {
 		cfg.MemoryUnits = DefaultMemoryUnits
 	}
-	if len(cfg.Callers) == 0 || len(cfg.MemoryUnits) == 0 {
-		return cfg, errors.New("bench: no numbers of callers or of units per key")
+	if cfg.LineWaiting == nil {
+		cfg.LineWaiting = DefaultLineWaiting
+	}
+	if len(cfg.Callers) == 0 || len(cfg.MemoryUnits) == 0 || len(cfg.LineWaiting) == 0 {
+		return cfg, errors.New("bench: no numbers of callers, of units per key or of tasks waiting")
+	}
+	for _, n := range cfg.LineWaiting {
+		if n < 1 {
+			return cfg, fmt.Errorf("bench: %d tasks waiting: need at least 1", n)
+		}
 	}
 	for _, n := range cfg.Callers {
 		if n < 1 {
@@ -312,6 +327,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			Callers:           cfg.Callers,
 			Keys:              cfg.Keys,
 			MemoryUnits:       cfg.MemoryUnits,
+			LineWaiting:       cfg.LineWaiting,
 			WorkerTasks:       cfg.WorkerTasks,
 			WorkerConcurrency: cfg.WorkerConcurrency,
 			DrainShort:        cfg.DrainShort,

@@ -34,6 +34,7 @@ func TestRunSmoke(t *testing.T) {
 		Callers:     []int{1, TargetCallers},
 		Keys:        2000,
 		MemoryUnits: []int{10, 1000},
+		LineWaiting: []int{10, 100},
 		WorkerTasks: 200,
 		DrainShort:  true,
 	}
@@ -83,6 +84,7 @@ func TestRunSmoke(t *testing.T) {
 	if a := got.Accuracy; a == nil || len(a.Patterns) != len(accuracyPatterns()) || len(a.Patterns[0].Rows) != 4 {
 		t.Errorf("accuracy results = %+v", a)
 	}
+	checkLine(t, got.Line, cfg)
 	checkWorker(t, got.Worker, cfg)
 	checkDrain(t, got.Drain)
 
@@ -90,7 +92,7 @@ func TestRunSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Limiter: Allow", "### allow", "### deny", "## Memory per limited key", "## Accuracy of the constant-memory algorithms", "## Worker: asynq end to end", "## Drain: a backlog", "go run ./cmd/bench"} {
+	for _, want := range []string{"## Limiter: Allow", "### allow", "### deny", "## Line: a denial with tasks waiting ahead", "## Memory per limited key", "## Accuracy of the constant-memory algorithms", "## Worker: asynq end to end", "## Drain: a backlog", "go run ./cmd/bench"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("REPORT.md lacks %q", want)
 		}
@@ -183,6 +185,28 @@ func checkLimiter(t *testing.T, lr *LimiterResult, cfg Config) {
 	// TargetP50OverTodayCaller callers).
 	if len(lr.Targets) != 4 {
 		t.Errorf("targets = %+v, want 4", lr.Targets)
+	}
+}
+
+func checkLine(t *testing.T, lr *LineResult, cfg Config) {
+	t.Helper()
+	if lr == nil {
+		t.Fatal("no line results")
+	}
+	if lr.Samples != lineSamples || lr.Tenants != lineTenants || lr.Target != TargetLineDenyOverAdmit || len(lr.Rows) != len(cfg.LineWaiting) {
+		t.Fatalf("line results %+v", lr)
+	}
+	met := true
+	for i, r := range lr.Rows {
+		// Every call runs a script: none costs Redis nothing.
+		if r.Waiting != cfg.LineWaiting[i] || r.FairDenyUs <= 0 || r.FairAdmitUs <= 0 || r.FCFSDenyUs <= 0 || r.FCFSAdmitUs <= 0 ||
+			r.FairDenyOverAdm != r.FairDenyUs/r.FairAdmitUs || r.FCFSDenyOverAdm != r.FCFSDenyUs/r.FCFSAdmitUs {
+			t.Errorf("row %d: %+v", i, r)
+		}
+		met = met && r.FairDenyOverAdm <= lr.Target && r.FCFSDenyOverAdm <= lr.Target
+	}
+	if lr.TargetMet != met {
+		t.Errorf("target met %v, want %v: %+v", lr.TargetMet, met, lr.Rows)
 	}
 }
 
