@@ -32,7 +32,8 @@ s = shared (1) or the tenant's own (0)}. Counter rules (not 'sliding-log')
 reserve nothing: they are checked now and recorded when the grant is given.
 
 KEYS[1]   any key of the hash tag, for routing: <base>qw
-ARGV[1]   'arrive', 'dispatch', 'drop', 'granted', 'refresh' or 'waiting'
+ARGV[1]   'arrive', 'dispatch', 'drop', 'granted', 'refresh', 'wake' or
+          'waiting'
 ARGV[2]   base
 ARGV[3]   lead, us: how far ahead a parked task is given a place, at
           first (a class then learns its lead from the deliveries)
@@ -47,10 +48,10 @@ arrive only: a task at a worker
 ARGV[8]   class      ARGV[9]  level      ARGV[10]  tenant
 ARGV[11]  weight     ARGV[12] queue      ARGV[13] task id
 ARGV[14]  rules, JSON array of rules as above
-ARGV[15+4i], ARGV[16+4i], ARGV[17+4i], ARGV[18+4i]  (i = 0, 1, ...)
-          the same rules flat (key, limit, window us, cost), given only
-          when every rule is a sliding log: the common case reads them
-          without decoding the JSON
+ARGV[15+5i] .. ARGV[19+5i]  (i = 0, 1, ...)
+          the same rules flat (key, limit, window us, cost, shared 1 or
+          0), given only when every rule is a sliding log: the common
+          cases read them without decoding the JSON
 drop only: a task that no longer exists
 ARGV[8]   task id
 granted only: whether a task holds a grant not yet claimed (outcome 1)
@@ -60,9 +61,13 @@ ARGV[8]   at most this many; the reply's qi, idi are then sextuples (class,
           level, tenant, tasks in line, weight, grants to the tenant in the
           class over the last one to two share spans), and the 4th value
           of the reply is the share span, us
-refresh only: new rules for waiting flows (a policies reload)
+refresh only: new rules for waiting flows (a policies reload); their
+          classes are looked at by the next call (they may have room)
 ARGV[8]   JSON array of {c = class, l = level, t = tenant, w = weight,
           r = the rules, JSON as in ARGV[14]}
+wake only: a class whose rules may have room the lines did not make (a
+          window reset by hand), looked at by the next call
+ARGV[8]   class
 
 Reply: {outcome, wait, wake, by, q1, id1, q2, id2, ...}
   outcome  arrive: 1 admitted now; 2 given a place `wait` us from now (the
@@ -90,20 +95,22 @@ local flowTTL = 86400000
 local scan = 16 -- flows of a level looked at in one pick
 local kwake, ktasks, kgrants = base .. 'qw', base .. 'qt', base .. 'qg'
 
--- The common case of an arrival, first and with nothing else set up (a
--- call that defines no function pays for none): a task new to the lines,
--- of a class in which nothing waits, whose rules are all sliding logs
--- (given flat) with room now, places counted, is admitted now. Pruned, a
--- log's ZCARD counts exactly the members after now - window, as ZCOUNT
--- would. Otherwise the rest of the script decides, with the task's entry
--- read here.
+-- The two common cases of an arrival come first, with nothing else set up
+-- (a call that defines no function pays for none), for a task new to the
+-- lines whose rules are all sliding logs (given flat, ARGV[15..]).
+-- Otherwise the rest of the script decides, with the task's entry read
+-- here.
 local arrival
 if mode == 'arrive' then
   local c, id = ARGV[8], ARGV[13]
   arrival = redis.call('HGET', ktasks, id)
-  if not arrival and ARGV[15] and not redis.call('ZSCORE', kwake, c) then
+  local wake = not arrival and ARGV[15] and redis.call('ZSCORE', kwake, c)
+  if not arrival and ARGV[15] and not wake then
+    -- Nothing waits in its class: admitted now if every log has room now,
+    -- places counted. Pruned, a log's ZCARD counts exactly the members
+    -- after now - window, as ZCOUNT would.
     local fits = true
-    for i = 15, #ARGV, 4 do
+    for i = 15, #ARGV, 5 do
       local k = ARGV[i]
       redis.call('ZREMRANGEBYSCORE', k, '-inf', now - tonumber(ARGV[i + 2]))
       if redis.call('ZCARD', k) + tonumber(ARGV[i + 3]) > tonumber(ARGV[i + 1]) then
@@ -113,7 +120,7 @@ if mode == 'arrive' then
     end
     if fits then
       local member = string.format('%d', now) .. '-c' .. id .. '#'
-      for i = 15, #ARGV, 4 do
+      for i = 15, #ARGV, 5 do
         local k, cost = ARGV[i], tonumber(ARGV[i + 3])
         if cost == 1 then
           redis.call('ZADD', k, now, member .. 1)
@@ -132,6 +139,44 @@ if mode == 'arrive' then
         end
       end
       return {1, 0, -1, 0}
+    end
+  elseif wake and tonumber(wake) > now then
+    -- Its class waits and is not due before `wake` (the last step found
+    -- no slot to give before then, and anything that frees one sooner
+    -- makes it due now). If its tenant's flow is ready but not first of
+    -- its level, no grant has lapsed, and the flow's weight and rules are
+    -- the ones the task brings, the rest of the script would only append
+    -- it to the flow and park it: the step gives no slot, take-over needs
+    -- the flow's head, and the flow's tags do not change. So that is done
+    -- here, the flow's life renewed, and the reply names the rule it waits
+    -- for as the rest would (the one that frees last, or the first shared
+    -- one).
+    local l, tn = ARGV[9], ARGV[10]
+    local kr, kf = base .. 'qr:' .. c .. ':' .. l, base .. 'qf:' .. c .. ':' .. l .. ':' .. tn
+    if redis.call('ZSCORE', kr, tn) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tn and
+        not redis.call('ZRANGE', kgrants, '-inf', string.format('%d', now - late - 1), 'BYSCORE', 'LIMIT', 0, 1)[1] then
+      local h = redis.call('HMGET', kf, 'w', 'r')
+      if h[2] == ARGV[14] and tonumber(h[1]) == tonumber(ARGV[11]) then
+        local queue = ARGV[12]
+        redis.call('RPUSH', base .. 'ql:' .. c .. ':' .. l .. ':' .. tn, #queue .. ':' .. queue .. id)
+        redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = c, l = tonumber(l), t = tn, q = queue}))
+        redis.call('PEXPIRE', kf, flowTTL)
+        local by, latest, j = 0, now, 0
+        for i = 15, #ARGV, 5 do
+          j = j + 1
+          local k, w = ARGV[i], tonumber(ARGV[i + 2])
+          redis.call('ZREMRANGEBYSCORE', k, '-inf', now - w)
+          local x, over = now, redis.call('ZCARD', k) + tonumber(ARGV[i + 3]) - tonumber(ARGV[i + 1])
+          if over > 0 then
+            local m = redis.call('ZRANGE', k, '(' .. string.format('%d', now - w), '+inf', 'BYSCORE', 'LIMIT', over - 1, 1, 'WITHSCORES')
+            x = math.max(now, tonumber(m[2]) + w)
+          end
+          if x > latest or (by == 0 and ARGV[i + 4] == '1') then
+            by, latest = j, math.max(latest, x)
+          end
+        end
+        return {3, 0, -1, by}
+      end
     end
   end
 end
@@ -800,8 +845,16 @@ if mode == 'refresh' then
     local k = kflow(x.c, x.l, x.t)
     if redis.call('EXISTS', k) == 1 then
       redis.call('HSET', k, 'w', tag(x.w), 'r', x.r)
+      redis.call('ZADD', kwake, 'XX', now, x.c)
     end
   end
+  return reply(0, 0)
+end
+
+if mode == 'wake' then
+  -- A waiting class is due now, whatever its last step found: an arrival
+  -- of a waiting flow parks at once only while its class is not due.
+  redis.call('ZADD', kwake, 'XX', now, ARGV[8])
   return reply(0, 0)
 end
 

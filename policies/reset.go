@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // ResetPlan returns what ResetTenant(ctx, rdb, prefix, p, taskType, rule, tenant)
@@ -48,6 +50,18 @@ func ResetTenant(ctx context.Context, rdb redis.UniversalClient, prefix string, 
 			return reset, left, fmt.Errorf("reset %s rule %s for tenant %s: %w", w.TaskType, w.Rule, tenant, err)
 		}
 		reset = append(reset, w)
+	}
+	// The fair lines look at the room made at once, not when their next
+	// slot was due.
+	lines := l.Lines(throttle.LinesConfig{})
+	woken := map[string]bool{}
+	for _, w := range reset {
+		if !woken[w.TaskType] {
+			woken[w.TaskType] = true
+			if err := lines.Wake(ctx, w.TaskType); err != nil {
+				return reset, left, fmt.Errorf("reset %s for tenant %s: %w", w.TaskType, tenant, err)
+			}
+		}
 	}
 	return reset, left, nil
 }

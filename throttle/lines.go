@@ -248,6 +248,24 @@ func (ls *Lines) Drop(ctx context.Context, id string) error {
 	return nil
 }
 
+// Wake makes the lines of class (a task type) look for slots to give at
+// the next Dispatch or arrival, whatever they found before: call it after
+// making room that the lines did not make, such as a window reset by
+// hand (policies.ResetTenant does). Until then a waiting class is looked
+// at when its next slot was due, and tasks of its waiting tenants that
+// arrive meanwhile are parked without a look. A class with nothing
+// waiting is not an error.
+func (ls *Lines) Wake(ctx context.Context, class string) error {
+	if ls.l.err != nil {
+		return ls.l.err
+	}
+	group := encodeKeyPart(DefaultGroup)
+	if _, err := ls.run(ctx, group, append(ls.args("wake", group), encodeKeyPart(class))); err != nil {
+		return fmt.Errorf("throttle: wake the lines of %s: %w", class, err)
+	}
+	return nil
+}
+
 // Granted reports whether task id holds a grant its task has not claimed
 // yet: a mover that could not move the task at once tries again only
 // while it does.
@@ -318,7 +336,7 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 }
 
 // rules validates checks and returns them as fair.lua reads them (JSON),
-// flat (key, limit, window, cost each) when every one is a sliding log so
+// flat (key, limit, window, cost, shared each) when every one is a sliding log so
 // that the script's common case need not decode the JSON (else nil), and
 // their group.
 func (ls *Lines) rules(lc []LineCheck) (string, []any, string, error) {
@@ -334,12 +352,12 @@ func (ls *Lines) rules(lc []LineCheck) (string, []any, string, error) {
 		return "", nil, "", err
 	}
 	rules := make([]lineRule, len(lc))
-	flat := make([]any, 0, 4*len(lc))
+	flat := make([]any, 0, 5*len(lc))
 	for i, c := range lc {
 		rules[i] = lineRule{Key: keys[i], Limit: c.Policy.Limit, Window: c.Policy.Window.Microseconds(), Cost: c.Cost,
 			Algorithm: c.Policy.Algorithm.String(), Shared: b2i(c.Shared)}
 		if flat != nil && rules[i].Algorithm == SlidingLog.String() {
-			flat = append(flat, keys[i], c.Policy.Limit, rules[i].Window, c.Cost)
+			flat = append(flat, keys[i], c.Policy.Limit, rules[i].Window, c.Cost, rules[i].Shared)
 		} else {
 			flat = nil
 		}

@@ -200,6 +200,7 @@ func checkLine(t *testing.T, lr *LineResult, cfg Config) {
 	for i, r := range lr.Rows {
 		// Every call runs a script: none costs Redis nothing.
 		if r.Waiting != cfg.LineWaiting[i] || r.FairDenyUs <= 0 || r.FairAdmitUs <= 0 || r.FCFSDenyUs <= 0 || r.FCFSAdmitUs <= 0 ||
+			r.FairNewcomerUs <= 0 || r.FairNewcomerOverAdm != r.FairNewcomerUs/r.FairAdmitUs ||
 			r.FairDenyOverAdm != r.FairDenyUs/r.FairAdmitUs || r.FCFSDenyOverAdm != r.FCFSDenyUs/r.FCFSAdmitUs {
 			t.Errorf("row %d: %+v", i, r)
 		}

@@ -152,8 +152,10 @@ func TestWriteReportLine(t *testing.T) {
 	res := testResults()
 	res.Line = &LineResult{Samples: 50, Tenants: 50, Rules: "the tenant's own 20/1m0s and a shared provider rule of 100/1m0s",
 		Target: 2, Rows: []LineRow{
-			{Waiting: 10, FairDenyUs: 60, FairAdmitUs: 30, FairDenyOverAdm: 2, FCFSDenyUs: 200, FCFSAdmitUs: 35, FCFSDenyOverAdm: 200.0 / 35},
-			{Waiting: 10_000, FairDenyUs: 61, FairAdmitUs: 30, FairDenyOverAdm: 61.0 / 30, FCFSDenyUs: 420, FCFSAdmitUs: 37, FCFSDenyOverAdm: 420.0 / 37},
+			{Waiting: 10, FairDenyUs: 60, FairAdmitUs: 30, FairDenyOverAdm: 2, FairNewcomerUs: 120, FairNewcomerOverAdm: 4,
+				FCFSDenyUs: 200, FCFSAdmitUs: 35, FCFSDenyOverAdm: 200.0 / 35},
+			{Waiting: 10_000, FairDenyUs: 61, FairAdmitUs: 30, FairDenyOverAdm: 61.0 / 30, FairNewcomerUs: 121, FairNewcomerOverAdm: 121.0 / 30,
+				FCFSDenyUs: 420, FCFSAdmitUs: 37, FCFSDenyOverAdm: 420.0 / 37},
 		}}
 	var b strings.Builder
 	WriteReport(&b, res)
@@ -161,10 +163,10 @@ func TestWriteReportLine(t *testing.T) {
 	for _, want := range []string{
 		"## Line: a denial with tasks waiting ahead",
 		"the median of 50",
-		"A task's rules are the tenant's own 20/1m0s and a shared provider rule of 100/1m0s. The waiting tasks spread over 50 tenants",
+		"A task's rules are the tenant's own 20/1m0s and a shared provider rule of 100/1m0s. The waiting tasks spread over up to 50 tenants",
 		"most 2.0× an admission, however many wait: **not met**",
-		"| 10 | 60 | 30 | 2.00 | 200 | 35 | 5.71 |",
-		"| 10,000 | 61 | 30 | 2.03 | 420 | 37 | 11.35 |",
+		"| 10 | 60 | 30 | 2.00 | 120 | 4.00 | 200 | 35 | 5.71 |",
+		"| 10,000 | 61 | 30 | 2.03 | 121 | 4.03 | 420 | 37 | 11.35 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

@@ -1,0 +1,101 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// TestLinesWake: while a class waits for a slot that is far off (an hourly
+// rule, full), the tasks of its waiting tenants that arrive are parked
+// without a look for slots (the reply still names the rule they wait
+// for), so room made by hand is not seen until the lines are woken: after
+// a reset, Dispatch gives nothing; after Wake, or a policies reload
+// (Refresh), it gives the next slot (one: the rule is paced).
+func TestLinesWake(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		wake func(ctx context.Context, ls *throttle.Lines, class string, checks []throttle.LineCheck) error
+	}{
+		{"Wake", func(ctx context.Context, ls *throttle.Lines, class string, _ []throttle.LineCheck) error {
+			return ls.Wake(ctx, class)
+		}},
+		{"Refresh", func(ctx context.Context, ls *throttle.Lines, class string, checks []throttle.LineCheck) error {
+			var flows []throttle.FlowRules
+			for _, tenant := range []string{"acme", "globex"} {
+				flows = append(flows, throttle.FlowRules{Flow: throttle.Flow{Class: class, Priority: throttle.DefaultPriority, Tenant: tenant}, Checks: checks})
+			}
+			return ls.Refresh(ctx, flows)
+		}},
+	}
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				ls := l.Lines(throttle.LinesConfig{})
+				class, key := "sms:"+tc.name, "provider/"+tc.name
+				checks := []throttle.LineCheck{{Check: throttle.Check{Key: key, Policy: throttle.Policy{Limit: 2, Window: time.Hour}, Cost: 1}, Shared: true}}
+				arrive := func(tenant, id string, want throttle.Outcome) {
+					t.Helper()
+					turn, err := ls.Arrive(ctx, throttle.Arrival{Class: class, Tenant: tenant, Queue: "q", ID: id, Checks: checks})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if turn.Outcome != want || (want == throttle.Parked && turn.By != 0) {
+						t.Fatalf("%s of %s: %v by rule %d, want %v by rule 0", id, tenant, turn.Outcome, turn.By, want)
+					}
+				}
+				arrive("acme", tc.name+"a1", throttle.Admitted)
+				arrive("acme", tc.name+"a2", throttle.Admitted)
+				// The first parked task of each tenant starts its flow; the
+				// rest join them, parked at once, acme's behind globex's
+				// (so that acme's flow is not first of its level).
+				for i := range 3 {
+					arrive("globex", fmt.Sprintf("%sg%d", tc.name, i), throttle.Parked)
+				}
+				for i := range 4 {
+					arrive("acme", fmt.Sprintf("%sa%d", tc.name, i+3), throttle.Parked)
+				}
+				dispatch := func() []throttle.Grant {
+					t.Helper()
+					turn, err := ls.Dispatch(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var mine []throttle.Grant
+					for _, g := range turn.Granted {
+						if len(g.ID) > len(tc.name) && g.ID[:len(tc.name)] == tc.name {
+							mine = append(mine, g)
+						}
+					}
+					return mine
+				}
+				if g := dispatch(); len(g) != 0 {
+					t.Fatalf("Dispatch with the hour's 2 sent gave %v", g)
+				}
+				if err := l.Reset(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+				if g := dispatch(); len(g) != 0 {
+					t.Fatalf("Dispatch after the reset, before the lines were woken, gave %v: the class was looked at early", g)
+				}
+				if err := tc.wake(ctx, ls, class, checks); err != nil {
+					t.Fatal(err)
+				}
+				if g := dispatch(); len(g) != 1 {
+					t.Fatalf("Dispatch once woken gave %v, want the next slot", g)
+				}
+			})
+		}
+		// A class with nothing waiting: no error.
+		if err := l.Lines(throttle.LinesConfig{}).Wake(context.Background(), "email:send"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
