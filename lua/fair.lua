@@ -104,8 +104,12 @@ local arrival
 if mode == 'arrive' then
   local c, id = ARGV[8], ARGV[13]
   arrival = redis.call('HGET', ktasks, id)
-  local wake = not arrival and ARGV[15] and redis.call('ZSCORE', kwake, c)
-  if not arrival and ARGV[15] and not wake then
+  -- Both need no grant to have lapsed: the rest takes lapsed grants back
+  -- (reap) before it decides.
+  local common = not arrival and ARGV[15] and
+    not redis.call('ZRANGE', kgrants, '-inf', string.format('%d', now - late - 1), 'BYSCORE', 'LIMIT', 0, 1)[1]
+  local wake = common and redis.call('ZSCORE', kwake, c)
+  if common and not wake then
     -- Nothing waits in its class: admitted now if every log has room now,
     -- places counted. Pruned, a log's ZCARD counts exactly the members
     -- after now - window, as ZCOUNT would.
@@ -140,11 +144,11 @@ if mode == 'arrive' then
       end
       return {1, 0, -1, 0}
     end
-  elseif wake and tonumber(wake) > now then
+  elseif common and wake and tonumber(wake) > now then
     -- Its class waits and is not due before `wake` (the last step found
     -- no slot to give before then, and anything that frees one sooner
     -- makes it due now). If its tenant's flow is ready but not first of
-    -- its level, no grant has lapsed, and the flow's weight and rules are
+    -- its level, and the flow's weight and rules are
     -- the ones the task brings, the rest of the script would only append
     -- it to the flow and park it: the step gives no slot, take-over needs
     -- the flow's head, and the flow's tags do not change. So that is done
@@ -153,8 +157,7 @@ if mode == 'arrive' then
     -- one).
     local l, tn = ARGV[9], ARGV[10]
     local kr, kf = base .. 'qr:' .. c .. ':' .. l, base .. 'qf:' .. c .. ':' .. l .. ':' .. tn
-    if redis.call('ZSCORE', kr, tn) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tn and
-        not redis.call('ZRANGE', kgrants, '-inf', string.format('%d', now - late - 1), 'BYSCORE', 'LIMIT', 0, 1)[1] then
+    if redis.call('ZSCORE', kr, tn) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tn then
       local h = redis.call('HMGET', kf, 'w', 'r')
       if h[2] == ARGV[14] and tonumber(h[1]) == tonumber(ARGV[11]) then
         local queue = ARGV[12]
@@ -838,15 +841,29 @@ if mode == 'granted' then
   return reply(0, 0)
 end
 
+-- wakeClass makes class c due now, and its blocked flows with it (their
+-- own rules may have room the lines did not make): the next step looks.
+local function wakeClass(c)
+  for _, m in ipairs(redis.call('ZRANGE', kblocked(c), 0, -1)) do
+    redis.call('ZADD', kblocked(c), now, m)
+  end
+  redis.call('ZADD', kwake, 'XX', now, c)
+end
+
 if mode == 'refresh' then
   -- New rules and weights for waiting flows (a policies reload): ARGV[8]
-  -- is a JSON array of {c, l, t, w, r}, r the rules as JSON.
+  -- is a JSON array of {c, l, t, w, r}, r the rules as JSON. Their
+  -- classes are woken, each once, as the new rules may have room.
+  local classes = {}
   for _, x in ipairs(cjson.decode(ARGV[8])) do
     local k = kflow(x.c, x.l, x.t)
     if redis.call('EXISTS', k) == 1 then
       redis.call('HSET', k, 'w', tag(x.w), 'r', x.r)
-      redis.call('ZADD', kwake, 'XX', now, x.c)
+      classes[x.c] = true
     end
+  end
+  for c in pairs(classes) do
+    wakeClass(c)
   end
   return reply(0, 0)
 end
@@ -854,7 +871,7 @@ end
 if mode == 'wake' then
   -- A waiting class is due now, whatever its last step found: an arrival
   -- of a waiting flow parks at once only while its class is not due.
-  redis.call('ZADD', kwake, 'XX', now, ARGV[8])
+  wakeClass(ARGV[8])
   return reply(0, 0)
 end
 
@@ -868,6 +885,7 @@ if mode == 'drop' then
     if task.s == 'G' then
       unplace(flow(task.c, task.l, task.t).rules, id)
       redis.call('ZREM', kgrants, id)
+      redis.call('ZADD', kwake, 'XX', now, task.c) -- its slot is free again
     else
       redis.call('LREM', kline(task.c, task.l, task.t), 1, entry(task.q, id))
     end
@@ -894,6 +912,10 @@ local function ownFlow()
   return f
 end
 
+-- Read again: reap() above may have taken this task's lapsed grant back.
+if arrival then
+  arrival = redis.call('HGET', ktasks, id)
+end
 local task = arrival and cjson.decode(arrival)
 if task and task.s == 'G' then
   -- A granted task claims its grant. Before its place, its places become

@@ -99,3 +99,118 @@ func TestLinesWake(t *testing.T) {
 		}
 	})
 }
+
+// TestLinesWakeOwnRule: a flow blocked by its tenant's own rule (an hourly
+// quota, full) waits in the blocked flows; after the quota is reset by
+// hand, Wake makes it ready again, and Dispatch grants its task.
+func TestLinesWakeOwnRule(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		ls := l.Lines(throttle.LinesConfig{})
+		checks := []throttle.LineCheck{{Check: throttle.Check{Key: "quota/acme", Policy: throttle.Policy{Limit: 1, Window: time.Hour}, Cost: 1}}}
+		for _, a := range []struct {
+			id   string
+			want throttle.Outcome
+		}{{"own-1", throttle.Admitted}, {"own-2", throttle.Parked}, {"own-3", throttle.Parked}} {
+			turn, err := ls.Arrive(ctx, throttle.Arrival{Class: "sms:own", Tenant: "acme", Queue: "q", ID: a.id, Checks: checks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if turn.Outcome != a.want {
+				t.Fatalf("%s: %v, want %v", a.id, turn.Outcome, a.want)
+			}
+		}
+		granted := func() []throttle.Grant {
+			t.Helper()
+			turn, err := ls.Dispatch(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mine []throttle.Grant
+			for _, g := range turn.Granted {
+				if g.ID == "own-2" || g.ID == "own-3" {
+					mine = append(mine, g)
+				}
+			}
+			return mine
+		}
+		if err := l.Reset(ctx, "quota/acme"); err != nil {
+			t.Fatal(err)
+		}
+		if g := granted(); len(g) != 0 {
+			t.Fatalf("Dispatch after the reset, before Wake, gave %v", g)
+		}
+		if err := ls.Wake(ctx, "sms:own"); err != nil {
+			t.Fatal(err)
+		}
+		if g := granted(); len(g) != 1 || g[0].ID != "own-2" {
+			t.Fatalf("Dispatch after Wake gave %v, want own-2, the quota's one", g)
+		}
+	})
+}
+
+// TestLinesLateClaimBeforeReap: a granted task that comes more than Late
+// after its place, before any Dispatch took its grant back, is taken back
+// once, by its own arrival, and then served: it is not left in its line a
+// second time.
+func TestLinesLateClaimBeforeReap(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		ls := l.Lines(throttle.LinesConfig{Lead: time.Millisecond, Late: time.Millisecond})
+		checks := []throttle.LineCheck{{Check: throttle.Check{Key: "provider/late", Policy: throttle.Policy{Limit: 1, Window: 200 * time.Millisecond}, Cost: 1}, Shared: true}}
+		arrive := func(id string) throttle.Turn {
+			t.Helper()
+			turn, err := ls.Arrive(ctx, throttle.Arrival{Class: "sms:late", Tenant: "acme", Queue: "q", ID: id, Checks: checks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return turn
+		}
+		if turn := arrive("late-1"); turn.Outcome != throttle.Admitted {
+			t.Fatalf("late-1: %v, want admitted", turn.Outcome)
+		}
+		if turn := arrive("late-2"); turn.Outcome != throttle.Parked {
+			t.Fatalf("late-2: %v, want parked", turn.Outcome)
+		}
+		// Its slot comes once late-1 leaves the window: Dispatch grants it.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			turn, err := ls.Dispatch(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(turn.Granted) == 1 && turn.Granted[0].ID == "late-2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("late-2 not granted within 5 s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Its place has passed by more than Late once the clock moves on
+		// a few ms (Redis's clock: poll it).
+		for start := redisNow(t, rdb); redisNow(t, rdb) < start+20_000; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		turn := arrive("late-2")
+		waiting, err := ls.Waiting(ctx, throttle.MaxFlows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inLine := 0
+		for _, w := range waiting {
+			if w.Class == "sms:late" {
+				inLine += w.InLine
+			}
+		}
+		want := 0 // sent, at once or at a place
+		if turn.Outcome == throttle.Parked {
+			want = 1
+		}
+		if inLine != want {
+			t.Fatalf("late-2 came back %v with %d in its line, want %d: taken back twice", turn.Outcome, inLine, want)
+		}
+	})
+}
