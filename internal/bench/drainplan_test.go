@@ -266,14 +266,17 @@ func TestDrainDelivery(t *testing.T) {
 func TestDrainTargets(t *testing.T) {
 	t.Parallel()
 	s := DrainStrategy{Drained: true, Utilization: 0.95, PacedUtilization: 0.97, DenialsPerDelivered: 1, LatenessP99Ms: 1000, Jain: JainResult{Min: 0.95}}
-	for _, tg := range drainTargets(&s, time.Second) {
+	if n, np := len(drainTargets(&s, time.Second, false)), len(drainTargets(&s, time.Second, true)); np != n+1 {
+		t.Errorf("%d targets with the paced one, %d without", np, n)
+	}
+	for _, tg := range drainTargets(&s, time.Second, true) {
 		if !tg.Met {
 			t.Errorf("%s: %v against %v not met; a figure at its bound meets it", tg.Name, tg.Got, tg.Want)
 		}
 	}
 	s.TenantViolations = 1
 	s.Drained = false
-	for _, tg := range drainTargets(&s, time.Second) {
+	for _, tg := range drainTargets(&s, time.Second, true) {
 		if tg.Met {
 			t.Errorf("%s met with a violation and no complete drain", tg.Name)
 		}

@@ -40,7 +40,7 @@ func testDrain() *DrainResult {
 			Series:    series(600),
 		}},
 	}
-	dr.Targets = drainTargets(&dr.Strategies[0], time.Second)
+	dr.Targets = drainTargets(&dr.Strategies[0], time.Second, false)
 	return dr
 }
 
