@@ -115,16 +115,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 
 	if cfg.RedisURL == "" {
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		srv, err := redisproc.Start(sctx, *redisServer)
-		cancel()
+		srv, err := startRedis(ctx, *redisServer, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err, "(or give --redis)")
 			return 1
 		}
 		defer srv.Close()
 		cfg.RedisURL, cfg.OwnRedis = srv.URL(), true
-		fmt.Fprintf(stderr, "bench: started redis-server on %s\n", srv.Addr)
 	}
 
 	res, err := bench.Run(ctx, cfg)
@@ -141,4 +138,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "bench: wrote %s, %s and its plots\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "REPORT.md"))
 	return 0
+}
+
+// startRedis starts a redis-server of its own on loopback, within 30 s.
+func startRedis(ctx context.Context, bin string, stderr io.Writer) (*redisproc.Server, error) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	srv, err := redisproc.Start(sctx, bin)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "bench: started redis-server on %s\n", srv.Addr)
+	return srv, nil
 }

@@ -300,15 +300,10 @@ func workerRound(ctx context.Context, rdb *redis.Client, trips *roundTrips, queu
 		LogLevel: asynq.WarnLevel,
 	})
 
-	cpu, err := redisCPU(ctx, rdb)
+	before, err := readRoundCost(ctx, rdb, trips)
 	if err != nil {
 		return WorkerRound{}, err
 	}
-	commands, err := redisCommands(ctx, rdb)
-	if err != nil {
-		return WorkerRound{}, err
-	}
-	sent, goCPU := trips.count(), processCPU()
 	start := time.Now()
 	if err := srv.Start(h); err != nil {
 		return WorkerRound{}, fmt.Errorf("start asynq server: %w", err)
@@ -320,25 +315,14 @@ func workerRound(ctx context.Context, rdb *redis.Client, trips *roundTrips, queu
 	for {
 		select {
 		case <-finished:
-			d, tripsAfter, goCPUAfter := time.Since(start), trips.count(), processCPU()
-			after, err := redisCPU(ctx, rdb)
+			d := time.Since(start)
+			after, err := readRoundCost(ctx, rdb, trips)
 			if err != nil {
 				return WorkerRound{}, err
 			}
-			commandsAfter, err := redisCommands(ctx, rdb)
-			if err != nil {
-				return WorkerRound{}, err
-			}
-			return WorkerRound{
-				Tasks:             tasks,
-				Seconds:           d.Seconds(),
-				PerSecond:         float64(tasks) / d.Seconds(),
-				EnqueueSeconds:    enqueued.Seconds(),
-				RedisCPUUsPerTask: (after - cpu) / float64(tasks),
-				RoundTripsPerTask: float64(tripsAfter-sent) / float64(tasks),
-				GoCPUUsPerTask:    (goCPUAfter - goCPU) / float64(tasks),
-				Commands:          commandCosts(commands, commandsAfter, tasks),
-			}, nil
+			round := before.until(after, tasks)
+			round.Seconds, round.PerSecond, round.EnqueueSeconds = d.Seconds(), float64(tasks)/d.Seconds(), enqueued.Seconds()
+			return round, nil
 		case err := <-failed:
 			return WorkerRound{}, err
 		case <-ctx.Done():
@@ -350,6 +334,39 @@ func workerRound(ctx context.Context, rdb *redis.Client, trips *roundTrips, queu
 				return WorkerRound{}, fmt.Errorf("stalled: %d of %d tasks done, none in %v", n, tasks, workerStall)
 			}
 		}
+	}
+}
+
+// roundCost is what a round's cost is read from, at its start and at its
+// end: Redis's CPU and commands, the client's round trips and this
+// process's CPU.
+type roundCost struct {
+	redisCPU, goCPU float64
+	trips           int64
+	commands        map[string]commandStats
+}
+
+// readRoundCost reads them now.
+func readRoundCost(ctx context.Context, rdb *redis.Client, trips *roundTrips) (roundCost, error) {
+	c := roundCost{trips: trips.count(), goCPU: processCPU()}
+	var err error
+	if c.redisCPU, err = redisCPU(ctx, rdb); err != nil {
+		return c, err
+	}
+	c.commands, err = redisCommands(ctx, rdb)
+	return c, err
+}
+
+// until returns the costs per task of tasks from c to end, in a WorkerRound
+// whose times are left to the caller.
+func (c roundCost) until(end roundCost, tasks int) WorkerRound {
+	n := float64(tasks)
+	return WorkerRound{
+		Tasks:             tasks,
+		RedisCPUUsPerTask: (end.redisCPU - c.redisCPU) / n,
+		RoundTripsPerTask: float64(end.trips-c.trips) / n,
+		GoCPUUsPerTask:    (end.goCPU - c.goCPU) / n,
+		Commands:          commandCosts(c.commands, end.commands, tasks),
 	}
 }
 
