@@ -300,7 +300,11 @@ type FlowRules struct {
 
 // Refresh gives waiting flows new rules and weights, as a policies reload
 // changes them: the next slots given to their tasks follow them. A flow
-// that no longer waits is left alone; its next task brings its rules.
+// that no longer waits is left alone; its next task brings its rules. A
+// flow given no Checks keeps the rules it has: its tasks were parked under
+// rules, and a flow without any would be given every slot at once (a
+// reload that no longer limits a task type frees its tasks as they
+// arrive, not the ones parked).
 func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 	if ls.l.err != nil {
 		return ls.l.err
@@ -314,6 +318,9 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 	}
 	batch := make([]refresh, 0, len(flows))
 	for _, f := range flows {
+		if len(f.Checks) == 0 {
+			continue
+		}
 		rules, _, _, err := ls.rules(f.Checks)
 		if err != nil {
 			return fmt.Errorf("throttle: refresh the rules of %s/%d/%s: %w", f.Class, f.Priority, f.Tenant, err)

@@ -17,23 +17,35 @@ import (
 // without a look for slots (the reply still names the rule they wait
 // for), so room made by hand is not seen until the lines are woken: after
 // a reset, Dispatch gives nothing; after Wake, or a policies reload
-// (Refresh), it gives the next slot (one: the rule is paced).
+// (Refresh), it gives the next slot (one: the rule is paced). A reload
+// that gives the flows no rules changes nothing.
 func TestLinesWake(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
 		wake func(ctx context.Context, ls *throttle.Lines, class string, checks []throttle.LineCheck) error
+		want int // grants at the next Dispatch
 	}{
 		{"Wake", func(ctx context.Context, ls *throttle.Lines, class string, _ []throttle.LineCheck) error {
 			return ls.Wake(ctx, class)
-		}},
+		}, 1},
 		{"Refresh", func(ctx context.Context, ls *throttle.Lines, class string, checks []throttle.LineCheck) error {
 			var flows []throttle.FlowRules
 			for _, tenant := range []string{"acme", "globex"} {
 				flows = append(flows, throttle.FlowRules{Flow: throttle.Flow{Class: class, Priority: throttle.DefaultPriority, Tenant: tenant}, Checks: checks})
 			}
 			return ls.Refresh(ctx, flows)
-		}},
+		}, 1},
+		// A flow refreshed with no rules (the policies no longer give it
+		// any, or its class does not read back as a task type) keeps its
+		// own: it is not given every slot at once.
+		{"RefreshWithoutRules", func(ctx context.Context, ls *throttle.Lines, class string, _ []throttle.LineCheck) error {
+			var flows []throttle.FlowRules
+			for _, tenant := range []string{"acme", "globex"} {
+				flows = append(flows, throttle.FlowRules{Flow: throttle.Flow{Class: class, Priority: throttle.DefaultPriority, Tenant: tenant}})
+			}
+			return ls.Refresh(ctx, flows)
+		}, 0},
 	}
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
 		for _, tc := range cases {
@@ -79,8 +91,8 @@ func TestLinesWake(t *testing.T) {
 				if err := tc.wake(ctx, ls, class, checks); err != nil {
 					t.Fatal(err)
 				}
-				if g := dispatch(); len(g) != 1 {
-					t.Fatalf("Dispatch once woken gave %v, want the next slot", g)
+				if g := dispatch(); len(g) != tc.want {
+					t.Fatalf("Dispatch once woken gave %v, want %d", g, tc.want)
 				}
 			})
 		}
