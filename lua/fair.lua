@@ -95,11 +95,39 @@ local flowTTL = 86400000
 local scan = 16 -- flows of a level looked at in one pick
 local kwake, ktasks, kgrants = base .. 'qw', base .. 'qt', base .. 'qg'
 
--- The two common cases of an arrival come first, with nothing else set up
--- (a call that defines no function pays for none), for a task new to the
--- lines whose rules are all sliding logs (given flat, ARGV[15..]).
--- Otherwise the rest of the script decides, with the task's entry read
--- here.
+-- The few helpers the common cases below share with the rest: every
+-- other function is defined after them, so that they do not pay for it.
+local function num(x) return string.format('%d', x) end
+local function kready(c, l) return base .. 'qr:' .. c .. ':' .. l end
+local function kline(c, l, tn) return base .. 'ql:' .. c .. ':' .. l .. ':' .. tn end
+local function kflow(c, l, tn) return base .. 'qf:' .. c .. ':' .. l .. ':' .. tn end
+-- A line holds entries "<length of the queue>:<queue><task id>".
+local function entry(q, id) return #q .. ':' .. q .. id end
+
+-- expire makes log key k live until its member at p has left the window.
+local function expire(k, w, p)
+  local need = math.floor((p + w - now) / 1000) + 1
+  if redis.call('PTTL', k) < need then
+    redis.call('PEXPIRE', k, need)
+  end
+end
+
+-- logFree returns the earliest time at or after `at` at which sliding log
+-- k (limit, window w) has room for cost, counting every member (places
+-- too); k is pruned up to now - w.
+local function logFree(k, limit, w, cost, at)
+  local over = redis.call('ZCOUNT', k, '(' .. num(at - w), '+inf') + cost - limit
+  if over <= 0 then
+    return at
+  end
+  local m = redis.call('ZRANGE', k, '(' .. num(at - w), '+inf', 'BYSCORE', 'LIMIT', over - 1, 1, 'WITHSCORES')
+  return math.max(at, tonumber(m[2]) + w)
+end
+
+-- The two common cases of an arrival come first, before the rest of the
+-- script is set up, for a task new to the lines whose rules are all
+-- sliding logs (given flat, ARGV[15..]). Otherwise the rest of the script
+-- decides, with the task's entry read here.
 local arrival
 if mode == 'arrive' then
   local c, id = ARGV[8], ARGV[13]
@@ -107,7 +135,7 @@ if mode == 'arrive' then
   -- Both need no grant to have lapsed: the rest takes lapsed grants back
   -- (reap) before it decides.
   local common = not arrival and ARGV[15] and
-    not redis.call('ZRANGE', kgrants, '-inf', string.format('%d', now - late - 1), 'BYSCORE', 'LIMIT', 0, 1)[1]
+    not redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, 1)[1]
   local wake = common and redis.call('ZSCORE', kwake, c)
   if common and not wake then
     -- Nothing waits in its class: admitted now if every log has room now,
@@ -123,7 +151,7 @@ if mode == 'arrive' then
       end
     end
     if fits then
-      local member = string.format('%d', now) .. '-c' .. id .. '#'
+      local member = num(now) .. '-c' .. id .. '#'
       for i = 15, #ARGV, 5 do
         local k, cost = ARGV[i], tonumber(ARGV[i + 3])
         if cost == 1 then
@@ -135,12 +163,7 @@ if mode == 'arrive' then
           end
           redis.call('ZADD', k, unpack(args))
         end
-        -- Alive until this member leaves the window; never shortened, as
-        -- a place ahead may need longer.
-        local need = math.floor(tonumber(ARGV[i + 2]) / 1000) + 1
-        if redis.call('PTTL', k) < need then
-          redis.call('PEXPIRE', k, need)
-        end
+        expire(k, tonumber(ARGV[i + 2]), now)
       end
       return {1, 0, -1, 0}
     end
@@ -155,25 +178,21 @@ if mode == 'arrive' then
     -- here, the flow's life renewed, and the reply names the rule it waits
     -- for as the rest would (the one that frees last, or the first shared
     -- one).
-    local l, tn = ARGV[9], ARGV[10]
-    local kr, kf = base .. 'qr:' .. c .. ':' .. l, base .. 'qf:' .. c .. ':' .. l .. ':' .. tn
+    local l, tn = tonumber(ARGV[9]), ARGV[10]
+    local kr, kf = kready(c, l), kflow(c, l, tn)
     if redis.call('ZSCORE', kr, tn) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tn then
       local h = redis.call('HMGET', kf, 'w', 'r')
       if h[2] == ARGV[14] and tonumber(h[1]) == tonumber(ARGV[11]) then
         local queue = ARGV[12]
-        redis.call('RPUSH', base .. 'ql:' .. c .. ':' .. l .. ':' .. tn, #queue .. ':' .. queue .. id)
-        redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = c, l = tonumber(l), t = tn, q = queue}))
+        redis.call('RPUSH', kline(c, l, tn), entry(queue, id))
+        redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = c, l = l, t = tn, q = queue}))
         redis.call('PEXPIRE', kf, flowTTL)
         local by, latest, j = 0, now, 0
         for i = 15, #ARGV, 5 do
           j = j + 1
           local k, w = ARGV[i], tonumber(ARGV[i + 2])
           redis.call('ZREMRANGEBYSCORE', k, '-inf', now - w)
-          local x, over = now, redis.call('ZCARD', k) + tonumber(ARGV[i + 3]) - tonumber(ARGV[i + 1])
-          if over > 0 then
-            local m = redis.call('ZRANGE', k, '(' .. string.format('%d', now - w), '+inf', 'BYSCORE', 'LIMIT', over - 1, 1, 'WITHSCORES')
-            x = math.max(now, tonumber(m[2]) + w)
-          end
+          local x = logFree(k, tonumber(ARGV[i + 1]), w, tonumber(ARGV[i + 3]), now)
           if x > latest or (by == 0 and ARGV[i + 4] == '1') then
             by, latest = j, math.max(latest, x)
           end
@@ -184,20 +203,14 @@ if mode == 'arrive' then
   end
 end
 
-local function num(x) return string.format('%d', x) end
 local function tag(x) return string.format('%.17g', x) end
 local function kclass(c) return base .. 'q:' .. c end
-local function kready(c, l) return base .. 'qr:' .. c .. ':' .. l end
 local function kblocked(c) return base .. 'qb:' .. c end
-local function kline(c, l, tn) return base .. 'ql:' .. c .. ':' .. l .. ':' .. tn end
-local function kflow(c, l, tn) return base .. 'qf:' .. c .. ':' .. l .. ':' .. tn end
 -- Grants are counted per tenant and class in spans of shareSpan, so that
 -- the status page can show each waiting tenant's share of the last ones.
 local shareSpan = 5000000
 local function kshares(c, b) return base .. 'qn:' .. c .. ':' .. b end
 
--- A line holds entries "<length of the queue>:<queue><task id>".
-local function entry(q, id) return #q .. ':' .. q .. id end
 local function unentry(e)
   local n, rest = string.match(e, '^(%d+):(.*)$')
   n = tonumber(n)
@@ -224,12 +237,7 @@ local function free(r, at, c)
       redis.call('ZREMRANGEBYSCORE', r.k, '-inf', now - r.w)
       pruned[r.k] = true
     end
-    local over = redis.call('ZCOUNT', r.k, '(' .. num(at - r.w), '+inf') + r.c - r.l
-    if over <= 0 then
-      return at
-    end
-    local m = redis.call('ZRANGE', r.k, '(' .. num(at - r.w), '+inf', 'BYSCORE', 'LIMIT', over - 1, 1, 'WITHSCORES')
-    return math.max(at, tonumber(m[2]) + r.w)
+    return logFree(r.k, r.l, r.w, r.c, at)
   end
   -- A counter reserves nothing and is recorded now (record): it counts as
   -- room only when it allows now. Denied, it has room `retry` from now;
@@ -243,13 +251,6 @@ local function free(r, at, c)
   return math.max(at, now + retry + leadOf(c))
 end
 
--- expire makes log key k live until its member at p has left the window.
-local function expire(k, w, p)
-  local need = math.floor((p + w - now) / 1000) + 1
-  if redis.call('PTTL', k) < need then
-    redis.call('PEXPIRE', k, need)
-  end
-end
 
 -- record writes task id's units into every rule at p: as a place ('@id#j',
 -- which a worker of the previous release also reads as its place) or, when
