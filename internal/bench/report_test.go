@@ -60,12 +60,22 @@ func testResults() *Results {
 	}
 }
 
+// checkReportHas fails t for each of wants that md does not contain.
+func checkReportHas(t *testing.T, md string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestWriteReport(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
 	WriteReport(&b, testResults())
 	md := b.String()
-	for _, want := range []string{
+	checkReportHas(t, md,
 		"on 2 CPUs, linux/amd64, GOMAXPROCS 2, go1.26.8; Redis 7.0.15, a redis-server started for the run",
 		"in 5m0s",
 		"go run ./cmd/bench --out DIR --duration 2s\n",
@@ -93,11 +103,7 @@ func TestWriteReport(t *testing.T) {
 		"| command | plain calls | µs | sluice calls | µs |",
 		"| EVALSHA | 2.50 | 12.25 | 3.50 | 40.50 |\n| ZADD | 0.00 | 0.00 | 2.00 | 3.00 |",
 		"```yaml\ntasks:\n  sms:send:\n",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q:\n%s", want, md)
-		}
-	}
+	)
 }
 
 // TestWriteReportOthers: with sluice unbatched, the textbook and today's
@@ -119,7 +125,7 @@ func TestWriteReportOthers(t *testing.T) {
 	var b strings.Builder
 	WriteReport(&b, res)
 	md := b.String()
-	for _, want := range []string{
+	checkReportHas(t, md,
 		"- sluice/redis_rate decisions per second at 32 callers, allow: 0.90, want at least 1.00: **not met**",
 		"- sluice/redis_rate Redis time per decision at 32 callers, allow: 1.20, want at most 1.00: **not met**",
 		"- **sluice today**: the decision script of 2026-11-26",
@@ -128,11 +134,7 @@ func TestWriteReportOthers(t *testing.T) {
 		"| 32 | 45,000 | 45,000 | 45,000 | 1.67 (1.60–1.70) | 0.50 | 1.50 (1.40–1.60) |",
 		"| 32 | sluice unbatched | 600 | 900 | 1,800 | 5,000 | 100% | 12.0 |",
 		"| 32 | sluice today | 600 | 900 | 1,800 | 5,000 | 100% | 12.0 |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q:\n%s", want, md)
-		}
-	}
+	)
 	// The p50 target is at one caller, which this point is not.
 	if ts := targets(res.Limiter); len(ts) != 3 {
 		t.Errorf("targets = %+v, want 3", ts)
@@ -160,18 +162,14 @@ func TestWriteReportLine(t *testing.T) {
 	var b strings.Builder
 	WriteReport(&b, res)
 	md := b.String()
-	for _, want := range []string{
+	checkReportHas(t, md,
 		"## Line: a denial with tasks waiting ahead",
 		"the median of 50",
 		"A task's rules are the tenant's own 20/1m0s and a shared provider rule of 100/1m0s. The waiting tasks spread over up to 50 tenants",
 		"most 2.0× an admission, however many wait: **not met**",
 		"| 10 | 60 | 30 | 2.00 | 120 | 4.00 | 200 | 35 | 5.71 |",
 		"| 10,000 | 61 | 30 | 2.03 | 121 | 4.03 | 420 | 37 | 11.35 |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q:\n%s", want, md)
-		}
-	}
+	)
 }
 
 func TestWriteReportOmitsSectionsNotRun(t *testing.T) {
