@@ -44,7 +44,13 @@ ARGV[4i+3]   algorithm of check i: 'sliding-log', 'sliding-window', 'gcra'
              or 'fixed-window'
              n = (#ARGV - 3) / 4
 
-Reply: an array of 4 + 4n integers
+Reply, short, for the common admission (ARGV[1] = "1" or "2", every check a
+sliding log of cost 1, admitted, and none holding a place ahead of now):
+             the count of each check after this decision ([4i-1] below), a
+             bare integer for one check, else an array of n integers; the
+             reset-after of each is its window, as the newest member is this
+             admission
+Reply, full, in every other case: an array of 4 + 4n integers
   [1]        1 when the request was admitted (recorded unless ARGV[1] = "0"),
              else 0
   [4i-2]     1 when check i alone has room now, else 0
@@ -68,12 +74,113 @@ With ARGV[1] = "3" the reply has 2n more integers, 4 + 6n in all:
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local stamp = t[1] .. string.format('%06d', tonumber(t[2]))
+-- Members admitted now are named <seconds>.<microseconds>-<sequence>, the
+-- clock's two figures as Redis gives them: no formatting to pay for.
+local stamp = t[1] .. '.' .. t[2] .. '-'
 local mode = ARGV[1]
+local n = (#ARGV - 3) / 4
+local counts = {} -- units of each check after pruning, places included
+
+-- admit records cost units of the log at key, which holds count members,
+-- at now. Members must be unique even when many units land in one
+-- microsecond. They are named after the stamp and the count before this
+-- call, which only grows within one microsecond for one window. A key
+-- called with two windows in one microsecond can repeat a name: ZADD NX
+-- refuses it, and the refused units are named after the number of members
+-- at this score instead (which only grows within the microsecond), marked
+-- 'z' so the two kinds never meet.
+local function admit(key, count, cost)
+  local refused = 0
+  if cost == 1 then
+    refused = 1 - redis.call('ZADD', key, 'NX', now, stamp .. count)
+  else
+    local done = 0
+    while done < cost do
+      local args = {'NX'}
+      local batch = math.min(cost - done, 500)
+      for j = 1, batch do
+        args[2 * j] = now
+        args[2 * j + 1] = stamp .. (count + done + j - 1)
+      end
+      refused = refused + batch - redis.call('ZADD', key, unpack(args))
+      done = done + batch
+    end
+  end
+  if refused > 0 then
+    local seq = redis.call('ZCOUNT', key, now, now)
+    local done = 0
+    while done < refused do
+      local args = {}
+      local batch = math.min(refused - done, 500)
+      for j = 1, batch do
+        args[2 * j - 1] = now
+        args[2 * j] = stamp .. 'z' .. (seq + done + j - 1)
+      end
+      redis.call('ZADD', key, unpack(args))
+      done = done + batch
+    end
+  end
+end
+
+-- The common case first, before anything else is set up: Allow or line
+-- mode, every check a sliding log asked for one unit, each with room now
+-- for all it holds (places too) and this request, and no place of this
+-- caller to claim. Its reply is short when no check holds a place ahead
+-- of now: the counts alone (see the header).
+if mode == '1' or mode == '2' then
+  local fast = true
+  for i = 1, n do
+    if ARGV[4 * i + 3] ~= 'sliding-log' or ARGV[4 * i + 2] ~= '1' then
+      fast = false
+      break
+    end
+  end
+  if fast then
+    for i = 1, n do
+      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - ARGV[4 * i + 1])
+      counts[i] = redis.call('ZCARD', KEYS[i])
+      if counts[i] >= tonumber(ARGV[4 * i]) then
+        fast = false
+      end
+    end
+    if fast and mode == '2' and redis.call('ZSCORE', KEYS[1], '@' .. ARGV[2] .. '#1') then
+      fast = false
+    end
+  end
+  if fast then
+    local ahead -- reset-after of the checks with a place ahead of now
+    for i = 1, n do
+      local key, window, before = KEYS[i], tonumber(ARGV[4 * i + 1]), counts[i]
+      admit(key, before, 1)
+      counts[i] = before + 1
+      -- The key goes shortly after its newest member leaves the window:
+      -- this one, or a place ahead.
+      local reset = window
+      if before > 0 and redis.call('ZCOUNT', key, now + 1, '+inf') > 0 then
+        local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+        reset = tonumber(last[2]) + window - now
+      end
+      redis.call('PEXPIRE', key, math.floor(reset / 1000) + 1)
+      if reset ~= window then
+        ahead = ahead or {}
+        ahead[i] = reset
+      end
+    end
+    if not ahead then
+      return n == 1 and counts[1] or counts
+    end
+    local full = {1}
+    for i = 1, n do
+      full[4 * i - 2], full[4 * i - 1], full[4 * i], full[4 * i + 1] = 1, counts[i], 0, ahead[i] or tonumber(ARGV[4 * i + 1])
+    end
+    full[4 * n + 2], full[4 * n + 3], full[4 * n + 4] = 0, 0, 0
+    return full
+  end
+end
+
 local look = mode == '0' or mode == '3' -- record nothing
 local id = ARGV[2]
 local tolerance = tonumber(ARGV[3])
-local n = (#ARGV - 3) / 4
 
 -- Lua prints numbers with 14 digits: times in microseconds need %d.
 local function num(x) return string.format('%d', x) end
@@ -83,7 +190,7 @@ local function excl(x) return string.format('(%d', x) end
 -- end of the window's members, a time that always fits.
 local budget = 200
 
-local limits, windows, costs, algs, counts = {}, {}, {}, {}, {}
+local limits, windows, costs, algs = {}, {}, {}, {}
 local logs, counters = {}, {}
 for i = 1, n do
   limits[i] = tonumber(ARGV[4 * i])
@@ -92,82 +199,12 @@ for i = 1, n do
   algs[i] = ARGV[4 * i + 3]
   if algs[i] == 'sliding-log' then
     logs[#logs + 1] = i
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - windows[i])
-    counts[i] = redis.call('ZCARD', KEYS[i])
+    if not counts[i] then
+      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - windows[i])
+      counts[i] = redis.call('ZCARD', KEYS[i])
+    end
   else
     counters[#counters + 1] = i
-  end
-end
-
--- admit records cost units of log check i at now.
-local function admit(i)
-  -- Members must be unique even when many units land in one microsecond.
-  -- They are named after the stamp and the count before this call, which
-  -- only grows within one microsecond for one window. A key called with two
-  -- windows in one microsecond can repeat a name: ZADD NX refuses it, and the
-  -- refused units are named after the number of members at this score
-  -- instead (which only grows within the microsecond), marked 'z' so the two
-  -- kinds never meet.
-  local key, cost = KEYS[i], costs[i]
-  local done, refused = 0, 0
-  while done < cost do
-    local args = {'NX'}
-    local batch = math.min(cost - done, 500)
-    for j = 1, batch do
-      args[2 * j] = now
-      args[2 * j + 1] = stamp .. '-' .. (counts[i] + done + j - 1)
-    end
-    refused = refused + batch - redis.call('ZADD', key, unpack(args))
-    done = done + batch
-  end
-  if refused > 0 then
-    local seq = redis.call('ZCOUNT', key, now, now)
-    done = 0
-    while done < refused do
-      local args = {}
-      local batch = math.min(refused - done, 500)
-      for j = 1, batch do
-        args[2 * j - 1] = now
-        args[2 * j] = stamp .. '-z' .. (seq + done + j - 1)
-      end
-      redis.call('ZADD', key, unpack(args))
-      done = done + batch
-    end
-  end
-  counts[i] = counts[i] + cost
-end
-
--- The common case, first and with nothing more set up: only sliding logs,
--- each with room now for all it holds (places too) and this request, and no
--- place of this caller to claim.
-if #counters == 0 and not look then
-  local roomy = true
-  for i = 1, n do
-    if counts[i] + costs[i] > limits[i] then
-      roomy = false
-      break
-    end
-  end
-  if roomy and mode == '2' and redis.call('ZSCORE', KEYS[1], '@' .. id .. '#1') then
-    roomy = false
-  end
-  if roomy then
-    local fast = {1}
-    for i = 1, n do
-      local before = counts[i]
-      admit(i)
-      -- The key goes shortly after its newest member leaves the window: this
-      -- one, or a place ahead.
-      local reset = windows[i]
-      if before > 0 then
-        local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
-        reset = tonumber(last[2]) + windows[i] - now
-      end
-      redis.call('PEXPIRE', KEYS[i], math.floor(reset / 1000) + 1)
-      fast[4 * i - 2], fast[4 * i - 1], fast[4 * i], fast[4 * i + 1] = 1, counts[i], 0, reset
-    end
-    fast[4 * n + 2], fast[4 * n + 3], fast[4 * n + 4] = 0, 0, 0
-    return fast
   end
 end
 
@@ -312,7 +349,8 @@ end
 -- record admits the request now in every check.
 local function record()
   for _, i in ipairs(logs) do
-    admit(i)
+    admit(KEYS[i], counts[i], costs[i])
+    counts[i] = counts[i] + costs[i]
     wrote(i, now)
   end
   for _, i in ipairs(counters) do

@@ -153,7 +153,7 @@ func (b *batcher) eval(ctx context.Context, keys []string, args []any) ([]int64,
 		b.pipelines++
 		b.mu.Unlock()
 		defer b.done()
-		return lua.Allow.Run(ctx, b.rdb, keys, args...).Int64Slice()
+		return scriptReply(lua.Allow.Run(ctx, b.rdb, keys, args...))
 	}
 	c := &call{ctx: ctx, keys: keys, args: args, wake: make(chan bool, 1), state: waiting}
 	b.pending = append(b.pending, c)
@@ -255,7 +255,7 @@ func (b *batcher) run(ctx context.Context, calls []*call) {
 	if len(calls) == 1 {
 		// A pipeline of one is a plain call, with its caller's context.
 		c := calls[0]
-		c.reply, c.err = lua.Allow.Run(c.ctx, b.rdb, c.keys, c.args...).Int64Slice()
+		c.reply, c.err = scriptReply(lua.Allow.Run(c.ctx, b.rdb, c.keys, c.args...))
 		return
 	}
 	ctx, cancel := pipelineContext(ctx, calls)
@@ -314,7 +314,7 @@ func reply(cmd *redis.Cmd, err error) ([]int64, error) {
 		// Never sent: the pipeline failed before it.
 		return nil, err
 	}
-	return cmd.Int64Slice()
+	return scriptReply(cmd)
 }
 
 // isNoScript reports whether err is Redis's NOSCRIPT: the script is not in

@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,4 +29,19 @@ func ClockedLines(ls *Lines, clockKey string) *Lines {
 		src = strings.Replace(src, r.old, r.new, 1)
 	}
 	return &Lines{l: ls.l, cfg: ls.cfg, script: redis.NewScript(src)}
+}
+
+// ScriptReply reads the reply of allow.lua, run by a test over checks of
+// the given windows (microseconds), as the full reply of 4 + 4n integers
+// (4 + 6n in usage mode), whichever form the script replied in.
+func ScriptReply(cmd *redis.Cmd, windows ...int64) ([]int64, error) {
+	reply, err := scriptReply(cmd)
+	if err != nil || len(reply) != len(windows) {
+		return reply, err
+	}
+	checks := make([]Check, len(windows))
+	for i, w := range windows {
+		checks[i].Policy.Window = time.Duration(w) * time.Microsecond
+	}
+	return admitted(reply, checks), nil
 }

@@ -90,10 +90,12 @@ func (ln line) at(now int64, mode, id string, keys []string, checks ...check) re
 	}
 	raw[len(keys)] = ck
 	args := []any{mode, id, ln.tolerance}
+	var windows []int64
 	for _, c := range checks {
 		args = append(args, c.limit, c.window, c.cost, "sliding-log")
+		windows = append(windows, c.window)
 	}
-	res, err := clockedScript.Run(ctx, ln.rdb, raw, args...).Int64Slice()
+	res, err := throttle.ScriptReply(clockedScript.Run(ctx, ln.rdb, raw, args...), windows...)
 	if err != nil {
 		t.Fatalf("allow.lua at %d %v %v: %v", now, keys, args, err)
 	}
@@ -192,7 +194,7 @@ func TestLinePlaces(t *testing.T) {
 			t.Errorf("c late: %+v, want admitted as a new caller", r)
 		}
 		got = ln.members("k")
-		if _, ok := got["@c#1"]; ok || len(got) != 2 || got[fmt.Sprintf("%d-1", late)] != late {
+		if _, ok := got["@c#1"]; ok || len(got) != 2 || got[member(late, 1)] != late {
 			t.Errorf("window after c came late: %v, want b's admission and c's at %d, no place", got, late)
 		}
 
@@ -211,7 +213,7 @@ func TestLinePlaces(t *testing.T) {
 		if r := ln.at(late+w, "2", "d", two, c, check{10, w, 1}); !r.allowed {
 			t.Errorf("d at its place with one window reset: %+v, want admitted as a new caller (room in both)", r)
 		}
-		if got := ln.members("k"); len(got) != 1 || got[fmt.Sprintf("%d-0", late+w)] != late+w {
+		if got := ln.members("k"); len(got) != 1 || got[member(late+w, 0)] != late+w {
 			t.Errorf("window k after d: %v, want d's admission alone (its place gone, the fills left)", got)
 		}
 	})
@@ -357,7 +359,7 @@ func schedule(t *testing.T, rdb redis.UniversalClient, prefix string, script *re
 		tn := tenants[c.tenant]
 		keys := []string{rawKey(prefix, tn.name), rawKey(prefix, "global"), rawKey(prefix, clock)}
 		rdb.HSet(ctx, keys[2], "s", now/1e6, "us", now%1e6)
-		res, err := script.Run(ctx, rdb, keys, "2", c.id, tol, tn.limit, w, 1, "sliding-log", global, w, 1, "sliding-log").Int64Slice()
+		res, err := throttle.ScriptReply(script.Run(ctx, rdb, keys, "2", c.id, tol, tn.limit, w, 1, "sliding-log", global, w, 1, "sliding-log"), w, w)
 		if err != nil {
 			t.Fatalf("%s at %d: %v", c.id, now, err)
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/sluicehq/sluice/lua"
 )
@@ -129,6 +128,9 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 	if err != nil {
 		return fail(err)
 	}
+	if len(reply) == n && (mode == modeAllow || mode == modeLine) {
+		reply = admitted(reply, checks)
+	}
 	want := 4 + 4*n
 	if mode == modeUsage {
 		want += 2 * n
@@ -189,59 +191,7 @@ func (l *Limiter) eval(ctx context.Context, keys []string, args []any) ([]int64,
 	if l.batch != nil {
 		return l.batch.eval(ctx, keys, args)
 	}
-	return lua.Allow.Run(ctx, l.rdb, keys, args...).Int64Slice()
-}
-
-// readReply turns the script's reply into decisions; see lua/allow.lua.
-func readReply(reply []int64, checks []Check) MultiDecision {
-	md := MultiDecision{Denied: -1, Checks: make([]Decision, len(checks))}
-	rep := 0
-	for i, c := range checks {
-		r := reply[1+4*i : 5+4*i]
-		d := Decision{
-			Allowed:    r[0] == 1,
-			Limit:      c.Policy.Limit,
-			Count:      int(r[1]),
-			RetryAfter: time.Duration(r[2]) * time.Microsecond,
-			ResetAfter: time.Duration(r[3]) * time.Microsecond,
-		}
-		d.Remaining = max(0, d.Limit-d.Count)
-		md.Checks[i] = d
-
-		if !d.Allowed && (md.Denied < 0 || d.RetryAfter > md.Checks[md.Denied].RetryAfter) {
-			md.Denied = i
-		}
-		if d.Remaining < md.Checks[rep].Remaining {
-			rep = i
-		}
-		md.ResetAfter = max(md.ResetAfter, d.ResetAfter)
-	}
-	if md.Denied >= 0 {
-		rep = md.Denied
-	}
-	md.Allowed = reply[0] == 1
-	md.Limit = md.Checks[rep].Limit
-	md.Count = md.Checks[rep].Count
-	md.RetryAfter = md.Checks[rep].RetryAfter
-	md.Remaining = md.Checks[rep].Remaining
-	for _, d := range md.Checks {
-		md.Remaining = min(md.Remaining, d.Remaining)
-	}
-	n := len(checks)
-	if by := int(reply[4*n+2]); by > 0 {
-		// Denied: come back at the request's time, which fits every check
-		// (in line mode, the place reserved there).
-		md.Denied = by - 1
-		md.Limit = md.Checks[md.Denied].Limit
-		md.Count = md.Checks[md.Denied].Count
-		md.RetryAfter = time.Duration(reply[4*n+1]) * time.Microsecond
-	}
-	if reply[4*n+3] == 1 {
-		// Back before its place: the time left until it.
-		md.Early = true
-		md.RetryAfter = time.Duration(reply[4*n+1]) * time.Microsecond
-	}
-	return md
+	return scriptReply(lua.Allow.Run(ctx, l.rdb, keys, args...))
 }
 
 // describe names the keys of a call for an error message.

@@ -116,6 +116,27 @@ func TestAllowMultiStrictest(t *testing.T) {
 		if diff := cmp.Diff(want, md.Decision); diff != "" {
 			t.Errorf("allowed decision (-want +got):\n%s", diff)
 		}
+
+		// One unit a check and no place ahead: the script replies with the
+		// counts alone, read as the same decisions.
+		md, err = l.AllowMulti(ctx, []throttle.Check{
+			{Key: "c", Policy: throttle.PerHour(10), Cost: 1},
+			{Key: "d", Policy: throttle.PerMinute(5), Cost: 1},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantChecks := []throttle.Decision{
+			{Allowed: true, Limit: 10, Count: 1, Remaining: 9, ResetAfter: time.Hour},
+			{Allowed: true, Limit: 5, Count: 1, Remaining: 4, ResetAfter: time.Minute},
+		}
+		if diff := cmp.Diff(wantChecks, md.Checks); diff != "" {
+			t.Errorf("allowed checks, short reply (-want +got):\n%s", diff)
+		}
+		want = throttle.Decision{Allowed: true, Limit: 5, Count: 1, Remaining: 4, ResetAfter: time.Hour}
+		if diff := cmp.Diff(want, md.Decision); diff != "" || md.Denied != -1 {
+			t.Errorf("allowed decision, short reply (-want +got):\n%s, Denied %d", diff, md.Denied)
+		}
 	})
 }
 

@@ -59,10 +59,12 @@ type checkReply struct {
 func runAt(t *testing.T, rdb redis.UniversalClient, now int64, keys []string, mode, id string, tolerance int64, checks ...check) reply {
 	t.Helper()
 	args := []any{mode, id, tolerance}
+	var windows []int64
 	for _, c := range checks {
 		args = append(args, c.limit, c.window, c.cost, "sliding-log")
+		windows = append(windows, c.window)
 	}
-	raw, err := fixedClock(t, now).Run(context.Background(), rdb, keys, args...).Int64Slice()
+	raw, err := throttle.ScriptReply(fixedClock(t, now).Run(context.Background(), rdb, keys, args...), windows...)
 	if err != nil {
 		t.Fatalf("allow.lua %v %v: %v", keys, args, err)
 	}
@@ -123,13 +125,20 @@ func TestScriptPruneBoundary(t *testing.T) {
 	})
 }
 
+// member is the name allow.lua gives the unit it admits at now (µs) when
+// the log holds seq members.
+func member(now int64, seq int) string {
+	return fmt.Sprintf("%d.%d-%d", now/1e6, now%1e6, seq)
+}
+
 // TestScriptSameMicrosecond: calls admitted in one microsecond each add
-// members of their own, named <stamp>-<n> with n counting those already there.
+// members of their own, named <seconds>.<microseconds>-<n> with n counting
+// those already there.
 func TestScriptSameMicrosecond(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
 		ctx := context.Background()
-		now := redisNow(t, rdb)/1e6*1e6 + 4_321 // a microsecond part that needs zero-padding
+		now := redisNow(t, rdb)/1e6*1e6 + 4_321 // a microsecond part of fewer than 6 digits
 		key := rawKey(prefix, "k")
 		var counts []int64
 		for _, cost := range []int64{1, 1, 2} {
@@ -142,14 +151,57 @@ func TestScriptSameMicrosecond(t *testing.T) {
 		if diff := cmp.Diff([]int64{1, 2, 4}, counts); diff != "" {
 			t.Errorf("Count per call (-want +got):\n%s", diff)
 		}
-		stamp := fmt.Sprintf("%d%06d", now/1e6, now%1e6)
 		var want []redis.Z
 		for i := range 4 {
-			want = append(want, redis.Z{Score: float64(now), Member: fmt.Sprint(stamp, "-", i)})
+			want = append(want, redis.Z{Score: float64(now), Member: member(now, i)})
 		}
 		got := rdb.ZRangeWithScores(ctx, key, 0, -1).Val()
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("members (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestScriptShortReply: an admission of one unit in every check, none of
+// them holding a place ahead of now, replies with the counts alone (a bare
+// integer for one check), and the Limiter reads it as the full reply: the
+// newest member is this admission, so the reset-after is one window. A
+// place ahead, a cost above one, a counter check or a denial reply in full,
+// with the exact reset-after.
+func TestScriptShortReply(t *testing.T) {
+	t.Parallel()
+	const w = 10_000_000
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		now := redisNow(t, rdb)
+		k1, k2 := rawKey(prefix, "short-1"), rawKey(prefix, "short-2")
+		seed(t, rdb, k1, now-5, now-4)
+		cases := []struct {
+			name string
+			keys []string
+			args []any
+			want any
+		}{
+			{"one check", []string{k1}, []any{"1", "", 0, 10, w, 1, "sliding-log"}, int64(3)},
+			{"two checks", []string{k1, k2}, []any{"1", "", 0, 10, w, 1, "sliding-log", 5, w, 1, "sliding-log"}, []any{int64(4), int64(1)}},
+			{"line mode", []string{k2}, []any{"2", "a", 0, 5, w, 1, "sliding-log"}, int64(2)},
+			{"cost above one", []string{k2}, []any{"1", "", 0, 5, w, 2, "sliding-log"},
+				[]any{int64(1), int64(1), int64(4), int64(0), int64(w), int64(0), int64(0), int64(0)}},
+			// A limit of 4 is full: placed a window after the first
+			// admission in it.
+			{"denied in line", []string{k2}, []any{"2", "b", 0, 4, w, 1, "sliding-log"},
+				[]any{int64(0), int64(0), int64(5), int64(w), int64(2 * w), int64(w), int64(1), int64(0)}},
+			// b's place is a window ahead, so the key lives until it leaves.
+			{"a place ahead", []string{k2}, []any{"1", "", 0, 10, w, 1, "sliding-log"},
+				[]any{int64(1), int64(1), int64(6), int64(0), int64(2 * w), int64(0), int64(0), int64(0)}},
+		}
+		for _, c := range cases {
+			got, err := fixedClock(t, now).Run(context.Background(), rdb, c.keys, c.args...).Result()
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("%s: reply (-want +got):\n%s", c.name, diff)
+			}
 		}
 	})
 }
@@ -172,9 +224,8 @@ func TestScriptSameMicrosecondTwoWindows(t *testing.T) {
 				t.Fatalf("window %dµs: denied: %+v", w, r)
 			}
 		}
-		stamp := fmt.Sprintf("%d%06d", now/1e6, now%1e6)
 		got := rdb.ZRange(ctx, key, 0, -1).Val()
-		if diff := cmp.Diff([]string{stamp + "-1", stamp + "-z1"}, got); diff != "" {
+		if diff := cmp.Diff([]string{member(now, 1), fmt.Sprintf("%d.%d-z1", now/1e6, now%1e6)}, got); diff != "" {
 			t.Errorf("members (-want +got):\n%s", diff)
 		}
 	})
