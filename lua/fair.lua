@@ -69,7 +69,9 @@ wake only: a class whose rules may have room the lines did not make (a
           window reset by hand), looked at by the next call
 ARGV[8]   class
 
-Reply: {outcome, wait, wake, by, q1, id1, q2, id2, ...}
+Reply: the bare integer 1 for the most common call, an arrival admitted at
+once by the first case below (as {1, 0, -1, 0}); otherwise
+       {outcome, wait, wake, by, q1, id1, q2, id2, ...}
   outcome  arrive: 1 admitted now; 2 given a place `wait` us from now (the
            worker waits, then sends: the place is recorded); 3 parked
            (wait 0). dispatch and drop: 0
@@ -84,6 +86,62 @@ Reply: {outcome, wait, wake, by, q1, id1, q2, id2, ...}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local mode, base = ARGV[1], ARGV[2]
+local kwake, ktasks, kgrants = base .. 'qw', base .. 'qt', base .. 'qg'
+
+-- The most common call first, before anything else is set up: the arrival
+-- of a task new to the lines (no entry) whose rules are all sliding logs
+-- (given flat, ARGV[15..]), in a class where nothing waits. It is admitted
+-- now if every log has room now, places counted: pruned, a log's ZCARD
+-- counts exactly the members after now - window, as ZCOUNT would. A grant
+-- that has lapsed but is not yet taken back holds its place here: that can
+-- only turn an admission away (to the rest of the script, which takes it
+-- back first), never let one through that does not fit. A log that held
+-- members has a TTL (every writer sets one), so PEXPIRE GT keeps one set
+-- for a place ahead and a fresh key gets its own; the key goes once this
+-- admission has left the window, or later.
+local arrival, wake
+if mode == 'arrive' then
+  local c, id = ARGV[8], ARGV[13]
+  arrival = redis.call('HGET', ktasks, id)
+  if not arrival and ARGV[15] then
+    wake = redis.call('ZSCORE', kwake, c)
+  end
+  if not arrival and ARGV[15] and not wake then
+    local fits, counts = true, {}
+    for i = 15, #ARGV, 5 do
+      local k = ARGV[i]
+      redis.call('ZREMRANGEBYSCORE', k, '-inf', now - ARGV[i + 2])
+      counts[i] = redis.call('ZCARD', k)
+      if counts[i] + ARGV[i + 3] > tonumber(ARGV[i + 1]) then
+        fits = false
+        break
+      end
+    end
+    if fits then
+      local member = t[1] .. '.' .. t[2] .. '-c' .. id .. '#'
+      for i = 15, #ARGV, 5 do
+        local k, cost = ARGV[i], tonumber(ARGV[i + 3])
+        if cost == 1 then
+          redis.call('ZADD', k, now, member .. 1)
+        else
+          local args = {}
+          for j = 1, cost do
+            args[2 * j - 1], args[2 * j] = now, member .. j
+          end
+          redis.call('ZADD', k, unpack(args))
+        end
+        local ttl = math.floor(ARGV[i + 2] / 1000) + 1
+        if counts[i] == 0 then
+          redis.call('PEXPIRE', k, ttl)
+        else
+          redis.call('PEXPIRE', k, ttl, 'GT')
+        end
+      end
+      return 1
+    end
+  end
+end
+
 local startLead, tolerance = tonumber(ARGV[3]), tonumber(ARGV[4])
 local most, reserve = tonumber(ARGV[5]), tonumber(ARGV[6])
 local late = math.max(tolerance, tonumber(ARGV[7]))
@@ -93,7 +151,6 @@ local levels = 5
 -- waiting leaves nothing behind, and one that comes back starts afresh.
 local flowTTL = 86400000
 local scan = 16 -- flows of a level looked at in one pick
-local kwake, ktasks, kgrants = base .. 'qw', base .. 'qt', base .. 'qg'
 
 -- The few helpers the common cases below share with the rest: every
 -- other function is defined after them, so that they do not pay for it.
@@ -124,81 +181,43 @@ local function logFree(k, limit, w, cost, at)
   return math.max(at, tonumber(m[2]) + w)
 end
 
--- The two common cases of an arrival come first, before the rest of the
--- script is set up, for a task new to the lines whose rules are all
--- sliding logs (given flat, ARGV[15..]). Otherwise the rest of the script
--- decides, with the task's entry read here.
-local arrival
-if mode == 'arrive' then
+-- The other common arrival comes next, before the rest of the script is
+-- set up: a task new to the lines, its rules all sliding logs, whose class
+-- waits. Otherwise the rest of the script decides, with the task's entry
+-- read above.
+if wake and tonumber(wake) > now and
+  not redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, 1)[1] then
   local c, id = ARGV[8], ARGV[13]
-  arrival = redis.call('HGET', ktasks, id)
-  -- Both need no grant to have lapsed: the rest takes lapsed grants back
-  -- (reap) before it decides.
-  local common = not arrival and ARGV[15] and
-    not redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, 1)[1]
-  local wake = common and redis.call('ZSCORE', kwake, c)
-  if common and not wake then
-    -- Nothing waits in its class: admitted now if every log has room now,
-    -- places counted. Pruned, a log's ZCARD counts exactly the members
-    -- after now - window, as ZCOUNT would.
-    local fits = true
-    for i = 15, #ARGV, 5 do
-      local k = ARGV[i]
-      redis.call('ZREMRANGEBYSCORE', k, '-inf', now - tonumber(ARGV[i + 2]))
-      if redis.call('ZCARD', k) + tonumber(ARGV[i + 3]) > tonumber(ARGV[i + 1]) then
-        fits = false
-        break
-      end
-    end
-    if fits then
-      local member = num(now) .. '-c' .. id .. '#'
+  -- Its class waits and is not due before `wake` (the last step found
+  -- no slot to give before then, and anything that frees one sooner
+  -- makes it due now). If its tenant's flow is ready but not first of
+  -- its level, and the flow's weight and rules are
+  -- the ones the task brings, the rest of the script would only append
+  -- it to the flow and park it: the step gives no slot, take-over needs
+  -- the flow's head, and the flow's tags do not change. So that is done
+  -- here, the flow's life renewed, and the reply names the rule it waits
+  -- for as the rest would (the one that frees last, or the first shared
+  -- one).
+  local l, tn = tonumber(ARGV[9]), ARGV[10]
+  local kr, kf = kready(c, l), kflow(c, l, tn)
+  if redis.call('ZSCORE', kr, tn) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tn then
+    local h = redis.call('HMGET', kf, 'w', 'r')
+    if h[2] == ARGV[14] and tonumber(h[1]) == tonumber(ARGV[11]) then
+      local queue = ARGV[12]
+      redis.call('RPUSH', kline(c, l, tn), entry(queue, id))
+      redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = c, l = l, t = tn, q = queue}))
+      redis.call('PEXPIRE', kf, flowTTL)
+      local by, latest, j = 0, now, 0
       for i = 15, #ARGV, 5 do
-        local k, cost = ARGV[i], tonumber(ARGV[i + 3])
-        if cost == 1 then
-          redis.call('ZADD', k, now, member .. 1)
-        else
-          local args = {}
-          for j = 1, cost do
-            args[2 * j - 1], args[2 * j] = now, member .. j
-          end
-          redis.call('ZADD', k, unpack(args))
+        j = j + 1
+        local k, w = ARGV[i], tonumber(ARGV[i + 2])
+        redis.call('ZREMRANGEBYSCORE', k, '-inf', now - w)
+        local x = logFree(k, tonumber(ARGV[i + 1]), w, tonumber(ARGV[i + 3]), now)
+        if x > latest or (by == 0 and ARGV[i + 4] == '1') then
+          by, latest = j, math.max(latest, x)
         end
-        expire(k, tonumber(ARGV[i + 2]), now)
       end
-      return {1, 0, -1, 0}
-    end
-  elseif common and wake and tonumber(wake) > now then
-    -- Its class waits and is not due before `wake` (the last step found
-    -- no slot to give before then, and anything that frees one sooner
-    -- makes it due now). If its tenant's flow is ready but not first of
-    -- its level, and the flow's weight and rules are
-    -- the ones the task brings, the rest of the script would only append
-    -- it to the flow and park it: the step gives no slot, take-over needs
-    -- the flow's head, and the flow's tags do not change. So that is done
-    -- here, the flow's life renewed, and the reply names the rule it waits
-    -- for as the rest would (the one that frees last, or the first shared
-    -- one).
-    local l, tn = tonumber(ARGV[9]), ARGV[10]
-    local kr, kf = kready(c, l), kflow(c, l, tn)
-    if redis.call('ZSCORE', kr, tn) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tn then
-      local h = redis.call('HMGET', kf, 'w', 'r')
-      if h[2] == ARGV[14] and tonumber(h[1]) == tonumber(ARGV[11]) then
-        local queue = ARGV[12]
-        redis.call('RPUSH', kline(c, l, tn), entry(queue, id))
-        redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = c, l = l, t = tn, q = queue}))
-        redis.call('PEXPIRE', kf, flowTTL)
-        local by, latest, j = 0, now, 0
-        for i = 15, #ARGV, 5 do
-          j = j + 1
-          local k, w = ARGV[i], tonumber(ARGV[i + 2])
-          redis.call('ZREMRANGEBYSCORE', k, '-inf', now - w)
-          local x = logFree(k, tonumber(ARGV[i + 1]), w, tonumber(ARGV[i + 3]), now)
-          if x > latest or (by == 0 and ARGV[i + 4] == '1') then
-            by, latest = j, math.max(latest, x)
-          end
-        end
-        return {3, 0, -1, by}
-      end
+      return {3, 0, -1, by}
     end
   end
 end

@@ -21,6 +21,7 @@ func ClockedLines(ls *Lines, clockKey string) *Lines {
 	for _, r := range []struct{ old, new string }{
 		{"local t = redis.call('TIME')", "local t = redis.call('HMGET', '" + clockKey + "', 's', 'us')"},
 		{"local need = math.floor((p + w - now) / 1000) + 1", "local need = math.floor((p + w - now) / 1000) + 3600001"},
+		{"local ttl = math.floor(ARGV[i + 2] / 1000) + 1", "local ttl = math.floor(ARGV[i + 2] / 1000) + 3600001"},
 		{"redis.call('PEXPIRE', key, floor(reset / 1000) + 1)", "redis.call('PEXPIRE', key, floor(reset / 1000) + 3600001)"},
 	} {
 		if strings.Count(src, r.old) != 1 {

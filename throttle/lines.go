@@ -385,9 +385,17 @@ func (ls *Lines) base(group string) string { return ls.l.prefix + "{" + group + 
 
 // run runs fair.lua and reads its reply.
 func (ls *Lines) run(ctx context.Context, group string, args []any) (Turn, error) {
-	reply, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, args...).Slice()
+	res, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, args...).Result()
 	if err != nil {
 		return Turn{}, err
+	}
+	if res == int64(Admitted) {
+		// The short reply of the most common arrival.
+		return Turn{Outcome: Admitted, Wake: -1, By: -1}, nil
+	}
+	reply, ok := res.([]any)
+	if !ok {
+		return Turn{}, fmt.Errorf("fair lines script replied %v, not an array", res)
 	}
 	if len(reply) < 4 || len(reply)%2 == 1 {
 		return Turn{}, fmt.Errorf("fair lines script replied %d values", len(reply))
