@@ -303,8 +303,20 @@ func checkWorker(t *testing.T, wr *WorkerResult, cfg Config) {
 	if wr.Target != TargetWorkerOverPlain || wr.TargetMet != (s.OverPlain.Median >= TargetWorkerOverPlain) {
 		t.Errorf("target %v, met %v, with sluice/plain %v", wr.Target, wr.TargetMet, s.OverPlain.Median)
 	}
-	if wr.CPUTarget != TargetWorkerCPUOverPlain || wr.CPUTargetMet != (s.CPUOverPlain.Median <= TargetWorkerCPUOverPlain) {
-		t.Errorf("CPU target %v, met %v, with sluice/plain %v", wr.CPUTarget, wr.CPUTargetMet, s.CPUOverPlain.Median)
+	floor := wr.server("textbook")
+	var perRound []float64
+	for i := range s.Rounds {
+		perRound = append(perRound, s.Rounds[i].RedisCPUUsPerTask/floor.Rounds[i].RedisCPUUsPerTask)
+	}
+	overFloor := median(perRound)
+	met := s.CPUOverPlain.Median <= TargetWorkerCPUOverPlain ||
+		(floor.CPUOverPlain.Median > TargetWorkerCPUOverPlain && overFloor <= TargetWorkerCPUOverFloor)
+	if wr.CPUTarget != TargetWorkerCPUOverPlain || wr.FloorTarget != TargetWorkerCPUOverFloor || wr.CPUTargetMet != met {
+		t.Errorf("CPU target %v (floor %v), met %v, with sluice/plain %v and textbook/plain %v", wr.CPUTarget, wr.FloorTarget,
+			wr.CPUTargetMet, s.CPUOverPlain.Median, floor.CPUOverPlain.Median)
+	}
+	if math.Abs(wr.CPUOverFloor.Median-overFloor) > 1e-9 {
+		t.Errorf("sluice/textbook CPU %v, want %v", wr.CPUOverFloor.Median, overFloor)
 	}
 }
 

@@ -31,8 +31,13 @@ func reportWorker(w io.Writer, res *Results) {
 		wr.Concurrency, millis(wr.TaskCheckIntervalMs), millis(wr.DelayedTaskCheckIntervalMs))
 	if s := wr.server("sluice"); s != nil {
 		fmt.Fprintf(w, "Targets of the issue \"The cost of a decision\": sluice/plain tasks a second %.2f, want at least %.2f: **%s**; "+
-			"sluice/plain Redis CPU per task %.2f, want at most %.2f: **%s**\n\n",
-			s.OverPlain.Median, wr.Target, verdict(wr.TargetMet), s.CPUOverPlain.Median, wr.CPUTarget, verdict(wr.CPUTargetMet))
+			"sluice/plain Redis CPU per task %.2f, want at most %.2f", s.OverPlain.Median, wr.Target, verdict(wr.TargetMet),
+			s.CPUOverPlain.Median, wr.CPUTarget)
+		if floor := wr.server("textbook"); floor != nil && floor.CPUOverPlain.Median > wr.CPUTarget {
+			fmt.Fprintf(w, ", or, as that is below the floor (textbook/plain %.2f), within %.2f of the floor: sluice/textbook %s",
+				floor.CPUOverPlain.Median, wr.FloorTarget, ratio(wr.CPUOverFloor))
+		}
+		fmt.Fprintf(w, ": **%s**\n\n", verdict(wr.CPUTargetMet))
 	}
 	fmt.Fprintf(w, "Tasks per second (the median of the rounds, the least and the greatest); the CPU time of the Redis "+
 		"process per task in µs, user and system, its network I/O and asynq's background work included (INFO cpu); the "+
