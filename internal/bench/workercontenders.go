@@ -13,14 +13,14 @@ import (
 	"github.com/sluicehq/sluice/worker"
 )
 
-// textbookScript is the least an exact sliding-window log of a task's
+// textbookSource is the least an exact sliding-window log of a task's
 // rules does, one sorted set a rule, with no line, no reply beyond yes or
 // no and nothing shared between calls: TIME, then for every key
 // ZREMRANGEBYSCORE and ZCARD, and when all have room ZADD and PEXPIRE.
 // KEYS are the rules' keys; ARGV[1] the limit, ARGV[2] the window in µs,
 // ARGV[3] a name unique to the call (the task's ID). Reply: 1 admitted, 0
 // not.
-var textbookScript = redis.NewScript(`
+const textbookSource = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -33,7 +33,10 @@ for i = 1, #KEYS do
   redis.call('PEXPIRE', KEYS[i], math.floor(window / 1000) + 1)
 end
 return 1
-`)
+`
+
+// textbookScript runs textbookSource.
+var textbookScript = redis.NewScript(textbookSource)
 
 // workerLimit and workerWindowUs are the rules of workerPolicies, for the
 // textbook contender.
