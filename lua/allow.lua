@@ -122,32 +122,42 @@ local function admit(key, count, cost)
   end
 end
 
--- The common case first, before anything else is set up: Allow or line
--- mode, every check a sliding log asked for one unit, each with room now
--- for all it holds (places too) and this request, and no place of this
--- caller to claim. Its reply is short when no check holds a place ahead
--- of now: the counts alone (see the header).
+-- The common cases first, before anything else is set up: Allow or line
+-- mode, every check a sliding log asked for one unit.
+--   - Each with room now for all it holds (places too) and this request,
+--     and no place of this caller to claim: admitted. The reply is short
+--     when no check holds a place ahead of now: the counts alone (see the
+--     header).
+--   - Allow, some check full, and no check holding a place ahead of now
+--     (newest[i], read here, is the newest member's score): denied. With
+--     nothing ahead, a full check frees a unit when the member at index
+--     count - limit leaves the window, a check with room keeps it, and the
+--     latest of those times fits every check (the rest of the script would
+--     find the same). Every key's TTL is set again, so that a changed
+--     window applies.
+local newest = {}
 if mode == '1' or mode == '2' then
-  local fast = true
+  local eligible = true
   for i = 1, n do
     if ARGV[4 * i + 3] ~= 'sliding-log' or ARGV[4 * i + 2] ~= '1' then
-      fast = false
+      eligible = false
       break
     end
   end
-  if fast then
+  local room = eligible
+  if eligible then
     for i = 1, n do
       redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - ARGV[4 * i + 1])
       counts[i] = redis.call('ZCARD', KEYS[i])
       if counts[i] >= tonumber(ARGV[4 * i]) then
-        fast = false
+        room = false
       end
     end
-    if fast and mode == '2' and redis.call('ZSCORE', KEYS[1], '@' .. ARGV[2] .. '#1') then
-      fast = false
+    if room and mode == '2' and redis.call('ZSCORE', KEYS[1], '@' .. ARGV[2] .. '#1') then
+      room = false
     end
   end
-  if fast then
+  if room then
     local ahead -- reset-after of the checks with a place ahead of now
     for i = 1, n do
       local key, window, before = KEYS[i], tonumber(ARGV[4 * i + 1]), counts[i]
@@ -175,6 +185,38 @@ if mode == '1' or mode == '2' then
     end
     full[4 * n + 2], full[4 * n + 3], full[4 * n + 4] = 0, 0, 0
     return full
+  end
+  if eligible and mode == '1' then
+    local plain = true
+    for i = 1, n do
+      newest[i] = false
+      if counts[i] > 0 then
+        local e = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
+        newest[i] = tonumber(e[2])
+        plain = plain and newest[i] <= now
+      end
+    end
+    if plain then
+      local denial, at, by = {0}, now, 0
+      for i = 1, n do
+        local key, limit, window = KEYS[i], tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
+        local retry, reset = 0, 0
+        if counts[i] >= limit then
+          local e = redis.call('ZRANGE', key, counts[i] - limit, counts[i] - limit, 'WITHSCORES')
+          retry = tonumber(e[2]) + window - now
+          if now + retry > at then
+            at, by = now + retry, i
+          end
+        end
+        if newest[i] then
+          reset = newest[i] + window - now
+          redis.call('PEXPIRE', key, math.floor(reset / 1000) + 1)
+        end
+        denial[4 * i - 2], denial[4 * i - 1], denial[4 * i], denial[4 * i + 1] = retry == 0 and 1 or 0, counts[i], retry, reset
+      end
+      denial[4 * n + 2], denial[4 * n + 3], denial[4 * n + 4] = at - now, by, 0
+      return denial
+    end
   end
 end
 
@@ -211,9 +253,8 @@ end
 local own, retries, resets, states = {}, {}, {}, {}
 
 -- last returns the score of log check i's newest member (false when it has
--- none), read once: writes that know it keep it up to date, others forget
--- it.
-local newest = {}
+-- none), read once (newest, above): writes that know it keep it up to
+-- date, others forget it.
 local function last(i)
   if newest[i] == nil then
     newest[i] = false

@@ -25,6 +25,12 @@ const clockLine = "local t = redis.call('TIME')"
 // of the Unix epoch. Each now is a distinct script, loaded on first use.
 func fixedClock(t *testing.T, now int64) *redis.Script {
 	t.Helper()
+	return redis.NewScript(fixedSource(t, now))
+}
+
+// fixedSource is the text of fixedClock's script.
+func fixedSource(t *testing.T, now int64) string {
+	t.Helper()
 	src := lua.AllowSource()
 	if n := strings.Count(src, clockLine); n != 1 {
 		t.Fatalf("allow.lua has %d lines %q, want 1: the clock cannot be fixed", n, clockLine)
@@ -33,7 +39,7 @@ func fixedClock(t *testing.T, now int64) *redis.Script {
 	if strings.Contains(fixed, "'TIME'") {
 		t.Fatalf("allow.lua with a fixed clock still reads TIME")
 	}
-	return redis.NewScript(fixed)
+	return fixed
 }
 
 // check is one check of a raw script call: its ARGV of a sliding-log check.

@@ -1,0 +1,105 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// fastLine is the line of allow.lua that enters its common cases.
+const fastLine = "if mode == '1' or mode == '2' then"
+
+// withoutFastPaths returns allow.lua with its clock fixed at now and the
+// common cases turned off, so that the rest of the script decides every
+// call.
+func withoutFastPaths(t *testing.T, now int64) *redis.Script {
+	t.Helper()
+	src := strings.Replace(fixedSource(t, now), fastLine, "if false then", 1)
+	if strings.Count(fixedSource(t, now), fastLine) != 1 || strings.Contains(src, fastLine) {
+		t.Fatalf("allow.lua has not one line %q: its common cases cannot be turned off", fastLine)
+	}
+	return redis.NewScript(src)
+}
+
+// TestScriptFastPathsAgree: allow.lua's common cases (an admission of one
+// unit a check, a denial in Allow with nothing ahead) decide exactly what
+// the rest of the script decides on the same windows: the same reply, once
+// the short reply is read in full, the same members with the same scores,
+// and the same TTLs. The windows are random: admissions in and out of the
+// window, places of other callers ahead, the caller's own place, one or
+// two checks, costs of one or two.
+func TestScriptFastPathsAgree(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		now := redisNow(t, rdb)
+		fast := fixedClock(t, now)
+		slow := withoutFastPaths(t, now)
+		rng := rand.New(rand.NewPCG(uint64(now), 17))
+		for trial := range 300 {
+			n := 1 + rng.IntN(2)
+			mode, id := []string{"1", "2"}[rng.IntN(2)], "c"
+			args := []any{mode, id, 0}
+			var windows []int64
+			var keys [2][]string
+			for i := range n {
+				limit, window, cost := 1+rng.Int64N(5), []int64{1_000_000, 10_000_000}[rng.IntN(2)], int64(1)
+				if rng.IntN(8) == 0 {
+					cost = min(2, limit)
+				}
+				args = append(args, limit, window, cost, "sliding-log")
+				windows = append(windows, window)
+				var members []redis.Z
+				for j := range rng.IntN(int(limit) + 2) {
+					members = append(members, redis.Z{Score: float64(now - rng.Int64N(window*3/2)), Member: fmt.Sprint("seed-", j)})
+				}
+				if rng.IntN(3) == 0 {
+					members = append(members, redis.Z{Score: float64(now + 1 + rng.Int64N(2*window)), Member: "@other#1"})
+				}
+				if mode == "2" && i == 0 && rng.IntN(3) == 0 {
+					members = append(members, redis.Z{Score: float64(now + rng.Int64N(window) - window/2), Member: "@" + id + "#1"})
+				}
+				for side, name := range []string{"fast", "slow"} {
+					k := rawKey(prefix, fmt.Sprintf("%s-%d-%d", name, trial, i))
+					keys[side] = append(keys[side], k)
+					if len(members) > 0 {
+						if err := rdb.ZAdd(ctx, k, members...).Err(); err != nil {
+							t.Fatal(err)
+						}
+						rdb.PExpire(ctx, k, time.Minute)
+					}
+				}
+			}
+			got, err := throttle.ScriptReply(fast.Run(ctx, rdb, keys[0], args...), windows...)
+			if err != nil {
+				t.Fatalf("trial %d %v: %v", trial, args, err)
+			}
+			want, err := throttle.ScriptReply(slow.Run(ctx, rdb, keys[1], args...), windows...)
+			if err != nil {
+				t.Fatalf("trial %d %v, common cases off: %v", trial, args, err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("trial %d %v: reply (-rest of the script +common cases):\n%s", trial, args, diff)
+			}
+			for i := range n {
+				gotZ := rdb.ZRangeWithScores(ctx, keys[0][i], 0, -1).Val()
+				wantZ := rdb.ZRangeWithScores(ctx, keys[1][i], 0, -1).Val()
+				if diff := cmp.Diff(wantZ, gotZ); diff != "" {
+					t.Fatalf("trial %d %v: check %d's members (-rest of the script +common cases):\n%s", trial, args, i+1, diff)
+				}
+				gotTTL, wantTTL := rdb.PTTL(ctx, keys[0][i]).Val(), rdb.PTTL(ctx, keys[1][i]).Val()
+				if d := gotTTL - wantTTL; d < -time.Second || d > time.Second || (gotTTL > 0) != (wantTTL > 0) {
+					t.Fatalf("trial %d %v: check %d's TTL %v, %v with the common cases off", trial, args, i+1, gotTTL, wantTTL)
+				}
+			}
+		}
+	})
+}
