@@ -87,8 +87,7 @@ local counts = {} -- units of each check after pruning, places included
 -- call, which only grows within one microsecond for one window. A key
 -- called with two windows in one microsecond can repeat a name: ZADD NX
 -- refuses it, and the refused units are named after the number of members
--- at this score instead (which only grows within the microsecond), marked
--- 'z' so the two kinds never meet.
+-- at this score instead, marked 'z' so the two kinds never meet.
 local function admit(key, count, cost)
   local refused = 0
   if cost == 1 then
@@ -106,18 +105,14 @@ local function admit(key, count, cost)
       done = done + batch
     end
   end
+  -- The number at this score can fall within a microsecond (a caller's
+  -- place there dropped), so a 'z' name is added NX too, and the next
+  -- number tried when it is taken.
   if refused > 0 then
     local seq = redis.call('ZCOUNT', key, now, now)
-    local done = 0
-    while done < refused do
-      local args = {}
-      local batch = math.min(refused - done, 500)
-      for j = 1, batch do
-        args[2 * j - 1] = now
-        args[2 * j] = stamp .. 'z' .. (seq + done + j - 1)
-      end
-      redis.call('ZADD', key, unpack(args))
-      done = done + batch
+    while refused > 0 do
+      refused = refused - redis.call('ZADD', key, 'NX', now, stamp .. 'z' .. seq)
+      seq = seq + 1
     end
   end
 end

@@ -87,18 +87,22 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local mode, base = ARGV[1], ARGV[2]
 local kwake, ktasks, kgrants = base .. 'qw', base .. 'qt', base .. 'qg'
+local tolerance = tonumber(ARGV[4])
+local late = math.max(tolerance, tonumber(ARGV[7]))
 
 -- The most common call first, before anything else is set up: the arrival
 -- of a task new to the lines (no entry) whose rules are all sliding logs
--- (given flat, ARGV[15..]), in a class where nothing waits. It is admitted
--- now if every log has room now, places counted: pruned, a log's ZCARD
--- counts exactly the members after now - window, as ZCOUNT would. A grant
--- that has lapsed but is not yet taken back holds its place here: that can
--- only turn an admission away (to the rest of the script, which takes it
--- back first), never let one through that does not fit. A log that held
--- members has a TTL (every writer sets one), so PEXPIRE GT keeps one set
--- for a place ahead and a fresh key gets its own; the key goes once this
--- admission has left the window, or later.
+-- (given flat, ARGV[15..]), in a class where nothing waits, while no grant
+-- has lapsed (the rest of the script takes lapsed grants back before it
+-- decides, and their tasks, back at the head of their flows, go first).
+-- It is admitted now if every log has room now, places counted: pruned, a
+-- log's ZCARD counts exactly the members after now - window, as ZCOUNT
+-- would. A log that held members has a TTL (every writer sets one), so
+-- PEXPIRE GT keeps one that a place ahead needs, and a fresh key gets its
+-- own: the key goes once this admission has left the window, or later.
+-- Its members are named '<seconds>.<microseconds>-c<id>#j' (nothing looks
+-- an admission up by name). The reply is a bare 1. The task's entry and
+-- its class's wake time, read here, serve the rest of the script.
 local arrival, wake
 if mode == 'arrive' then
   local c, id = ARGV[8], ARGV[13]
@@ -106,7 +110,8 @@ if mode == 'arrive' then
   if not arrival and ARGV[15] then
     wake = redis.call('ZSCORE', kwake, c)
   end
-  if not arrival and ARGV[15] and not wake then
+  if not arrival and ARGV[15] and not wake and
+    not redis.call('ZRANGE', kgrants, '-inf', now - late - 1, 'BYSCORE', 'LIMIT', 0, 1)[1] then
     local fits, counts = true, {}
     for i = 15, #ARGV, 5 do
       local k = ARGV[i]
@@ -142,9 +147,8 @@ if mode == 'arrive' then
   end
 end
 
-local startLead, tolerance = tonumber(ARGV[3]), tonumber(ARGV[4])
+local startLead = tonumber(ARGV[3])
 local most, reserve = tonumber(ARGV[5]), tonumber(ARGV[6])
-local late = math.max(tolerance, tonumber(ARGV[7]))
 local levels = 5
 -- A flow's hash (its finish tag, weight and rules) goes a day after it was
 -- last written, by an arrival, a grant or a take-back: a tenant that stops
@@ -152,22 +156,15 @@ local levels = 5
 local flowTTL = 86400000
 local scan = 16 -- flows of a level looked at in one pick
 
--- The few helpers the common cases below share with the rest: every
--- other function is defined after them, so that they do not pay for it.
+-- The few helpers the other common case below shares with the rest:
+-- every other function is defined after them, so that it does not pay
+-- for them.
 local function num(x) return string.format('%d', x) end
 local function kready(c, l) return base .. 'qr:' .. c .. ':' .. l end
 local function kline(c, l, tn) return base .. 'ql:' .. c .. ':' .. l .. ':' .. tn end
 local function kflow(c, l, tn) return base .. 'qf:' .. c .. ':' .. l .. ':' .. tn end
 -- A line holds entries "<length of the queue>:<queue><task id>".
 local function entry(q, id) return #q .. ':' .. q .. id end
-
--- expire makes log key k live until its member at p has left the window.
-local function expire(k, w, p)
-  local need = math.floor((p + w - now) / 1000) + 1
-  if redis.call('PTTL', k) < need then
-    redis.call('PEXPIRE', k, need)
-  end
-end
 
 -- logFree returns the earliest time at or after `at` at which sliding log
 -- k (limit, window w) has room for cost, counting every member (places
@@ -183,10 +180,10 @@ end
 
 -- The other common arrival comes next, before the rest of the script is
 -- set up: a task new to the lines, its rules all sliding logs, whose class
--- waits. Otherwise the rest of the script decides, with the task's entry
--- read above.
+-- waits, while no grant has lapsed (as above). Otherwise the rest of the
+-- script decides, with the task's entry read above.
 if wake and tonumber(wake) > now and
-  not redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, 1)[1] then
+  not redis.call('ZRANGE', kgrants, '-inf', now - late - 1, 'BYSCORE', 'LIMIT', 0, 1)[1] then
   local c, id = ARGV[8], ARGV[13]
   -- Its class waits and is not due before `wake` (the last step found
   -- no slot to give before then, and anything that frees one sooner
@@ -223,6 +220,15 @@ if wake and tonumber(wake) > now and
 end
 
 local function tag(x) return string.format('%.17g', x) end
+
+-- expire makes log key k live until its member at p has left the window.
+local function expire(k, w, p)
+  local need = math.floor((p + w - now) / 1000) + 1
+  if redis.call('PTTL', k) < need then
+    redis.call('PEXPIRE', k, need)
+  end
+end
+
 local function kclass(c) return base .. 'q:' .. c end
 local function kblocked(c) return base .. 'qb:' .. c end
 -- Grants are counted per tenant and class in spans of shareSpan, so that

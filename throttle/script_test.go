@@ -237,6 +237,36 @@ func TestScriptSameMicrosecondTwoWindows(t *testing.T) {
 	})
 }
 
+// TestScriptSameMicrosecondNamesTaken: when the name a unit would take is
+// taken, and so is its 'z' name (the members at its score can fall within
+// a microsecond, as a place there is dropped), the unit takes the next
+// free 'z' name: it is never merged into a member already there.
+func TestScriptSameMicrosecondNamesTaken(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		now := redisNow(t, rdb)
+		key := rawKey(prefix, "k")
+		z := fmt.Sprintf("%d.%d-z", now/1e6, now%1e6)
+		// Two members, so the unit is named <stamp>-2, which is taken; no
+		// member is at now, so its 'z' name is <stamp>-z0, taken too.
+		if err := rdb.ZAdd(ctx, key, redis.Z{Score: float64(now - 1_000), Member: member(now, 2)},
+			redis.Z{Score: float64(now - 2_000), Member: z + "0"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := runAt(t, rdb, now, []string{key}, "1", "", 0, check{10, time.Minute.Microseconds(), 1})
+		if !r.allowed || r.checks[0].Count != 3 {
+			t.Fatalf("reply %+v, want admitted with a count of 3", r)
+		}
+		got := rdb.ZRangeWithScores(ctx, key, 0, -1).Val()
+		want := []redis.Z{{Score: float64(now - 2_000), Member: z + "0"}, {Score: float64(now - 1_000), Member: member(now, 2)},
+			{Score: float64(now), Member: z + "1"}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("members (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // TestScriptRetryAfterExact: the retry-after of a denied check is the exit of
 // the entry at index count - limit + cost - 1, to the microsecond; the
 // reset-after is the newest entry's exit.
