@@ -30,6 +30,8 @@ bench:
 	$(GO) run ./cmd/bench --out $(BENCH_OUT)
 
 # The go test benchmarks of the limiter: BenchmarkAllow and
-# BenchmarkMemoryPerUnit.
+# BenchmarkMemoryPerUnit; and BenchmarkFunctionVsScript, one script body as
+# EVALSHA and as FCALL.
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./throttle
+	$(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
