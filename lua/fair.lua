@@ -111,7 +111,7 @@ if mode == 'arrive' then
     wake = redis.call('ZSCORE', kwake, c)
   end
   if not arrival and ARGV[15] and not wake and
-    not redis.call('ZRANGE', kgrants, '-inf', now - late - 1, 'BYSCORE', 'LIMIT', 0, 1)[1] then
+    redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
     local fits, counts = true, {}
     for i = 15, #ARGV, 5 do
       local k = ARGV[i]
@@ -182,8 +182,7 @@ end
 -- set up: a task new to the lines, its rules all sliding logs, whose class
 -- waits, while no grant has lapsed (as above). Otherwise the rest of the
 -- script decides, with the task's entry read above.
-if wake and tonumber(wake) > now and
-  not redis.call('ZRANGE', kgrants, '-inf', now - late - 1, 'BYSCORE', 'LIMIT', 0, 1)[1] then
+if wake and tonumber(wake) > now and redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
   local c, id = ARGV[8], ARGV[13]
   -- Its class waits and is not due before `wake` (the last step found
   -- no slot to give before then, and anything that frees one sooner
