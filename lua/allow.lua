@@ -45,7 +45,8 @@ ARGV[4i+3]   algorithm of check i: 'sliding-log', 'sliding-window', 'gcra'
              n = (#ARGV - 3) / 4
 
 Reply, short, for the common admission (ARGV[1] = "1" or "2", every check a
-sliding log of cost 1, admitted, and none holding a place ahead of now):
+sliding log of cost 1, admitted, none holding a place ahead of now, and in
+line mode the caller holding no place in the first check):
              the count of each check after this decision ([4i-1] below), a
              bare integer for one check, else an array of n integers; the
              reset-after of each is its window, as the newest member is this
