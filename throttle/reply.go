@@ -1,7 +1,6 @@
 package throttle
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,9 +16,6 @@ func scriptReply(cmd *redis.Cmd) ([]int64, error) {
 	}
 	if one, ok := v.(int64); ok {
 		return []int64{one}, nil
-	}
-	if _, ok := v.([]any); !ok {
-		return nil, fmt.Errorf("decision script replied %T, want integers", v)
 	}
 	return cmd.Int64Slice()
 }
