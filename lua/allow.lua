@@ -30,6 +30,15 @@ In line mode (ARGV[1] = "2") a denied caller takes its place: a member named
     placed again as a new caller.
 A place whose caller never comes back takes its slot, and leaves with it.
 
+The search for a place keeps a note beside each log, its frontier: the
+string key <prefix>{<group>}p:<body> (the log's key with 'p' after the hash
+tag) holds "F:limit:window", and says that no time in [now, F) fits one unit
+in the log under that limit and window. Adding members and pruning keep it
+true; whatever removes a member ahead of now (a caller placed again, a grant
+taken back in fair.lua, Reset) deletes it. A search starts at F when the
+note applies, and writes how far it proved the log full (docs/LIMITER.md,
+"Places in line, and the frontier").
+
 KEYS[i]      key of check i, i = 1 .. n (all in one hash slot)
 ARGV[1]      "0": record nothing, only look (Peek)
              "1": record the admission when every check allows (Allow)
@@ -274,33 +283,26 @@ end
 -- tail is the time from which cost units always fit log check i: one window
 -- after the member that the request needs gone when it counts every member,
 -- future places included. No window holding that time or a later one holds
--- any member up to that one.
+-- any member up to that one. It is read once for each count of the log.
+local tails, tailCounts = {}, {}
 local function tail(i)
   local idx = counts[i] - limits[i] + costs[i] - 1
   if idx < 0 then
     return now
   end
-  local e = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
-  return math.max(now, tonumber(e[2]) + windows[i])
+  if tailCounts[i] ~= counts[i] then
+    local e = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
+    tails[i], tailCounts[i] = math.max(now, tonumber(e[2]) + windows[i]), counts[i]
+  end
+  return tails[i]
 end
 
--- earliest returns the earliest time at or after from at which cost units
--- fit log check i: every window that would hold them has room for them.
--- Such a window ends at the time itself or at a member within a window
--- after it. A full window ending at the time moves the time to the exit of
--- the member that must go; a full one ending at a later member moves it to
--- that member (no time up to it fits). The search gives up after budget
--- commands and returns the tail.
-local function earliest(i, from)
+-- walk searches log check i for the earliest time at or after from that
+-- fits cost units (see earliest). It returns that time and the time before
+-- which it proved every time full: the same, or, when the budget ran out,
+-- the time it had reached (it then returns the tail).
+local function walk(i, from)
   local key, limit, window, cost = KEYS[i], limits[i], windows[i], costs[i]
-  if counts[i] + cost <= limit then
-    return from
-  end
-  local nw = last(i)
-  if nw and nw <= from then
-    -- Nothing ahead of from: the tail is the answer.
-    return math.max(from, tail(i))
-  end
   local at, spent = from, 0
   while spent < budget do
     local c = redis.call('ZCOUNT', key, excl(at - window), num(at))
@@ -327,7 +329,7 @@ local function earliest(i, from)
           end
         end
         if not blocked and #later < 32 then
-          return at
+          return at, at
         end
         offset = offset + 16
       end
@@ -336,7 +338,85 @@ local function earliest(i, from)
       end
     end
   end
-  return tail(i)
+  return tail(i), at
+end
+
+-- noteKey returns the key of log check i's frontier note: the log's key
+-- with 'p' after its hash tag (its body, escaped, holds no '}'), or nil for
+-- a key without one.
+local function noteKey(i)
+  local e = string.find(KEYS[i], '}[^}]*$')
+  if e then
+    return string.sub(KEYS[i], 1, e) .. 'p' .. string.sub(KEYS[i], e + 1)
+  end
+end
+
+-- frontier returns the time up to which log check i is known full for one
+-- unit: its note's F when the note is the policy's and lies ahead, else
+-- now. It reads the note once.
+local notes = {}
+local function frontier(i)
+  if notes[i] == nil then
+    notes[i] = now
+    local k = noteKey(i)
+    local v = k and redis.call('GET', k)
+    if v then
+      local f, l, w = string.match(v, '^(%d+):(%d+):(%d+)$')
+      if f and tonumber(l) == limits[i] and tonumber(w) == windows[i] then
+        notes[i] = math.max(now, tonumber(f))
+      end
+    end
+  end
+  return notes[i]
+end
+
+-- forget deletes log check i's frontier note: a member ahead of now left.
+local function forget(i)
+  local k = noteKey(i)
+  if k then
+    redis.call('DEL', k)
+  end
+  notes[i] = now
+end
+
+-- earliest returns the earliest time at or after from at which cost units
+-- fit log check i: every window that would hold them has room for them.
+-- Such a window ends at the time itself or at a member within a window
+-- after it. A full window ending at the time moves the time to the exit of
+-- the member that must go; a full one ending at a later member moves it to
+-- that member (no time up to it fits). The search starts at the log's
+-- frontier when that lies ahead, gives up after budget commands and
+-- returns the tail. A search of one unit that proved the log full past its
+-- frontier moves the note there, unless nothing is to be recorded.
+local function earliest(i, from)
+  local key, limit, window, cost = KEYS[i], limits[i], windows[i], costs[i]
+  if counts[i] + cost <= limit then
+    return from
+  end
+  local nw = last(i)
+  if nw and nw <= from then
+    -- Nothing ahead of from: the tail is the answer.
+    return math.max(from, tail(i))
+  end
+  local known = frontier(i)
+  local start = from
+  from = math.max(from, known)
+  local found, reached
+  if nw and nw <= from then
+    found = math.max(from, tail(i))
+    reached = found
+  else
+    found, reached = walk(i, from)
+  end
+  if cost == 1 and not look and start <= known and reached > known then
+    local k = noteKey(i)
+    if k then
+      redis.call('SET', k, num(reached) .. ':' .. num(limit) .. ':' .. num(window),
+        'PX', math.floor((reached - now) / 1000) + 1)
+      notes[i] = reached
+    end
+  end
+  return found
 end
 
 local reply = {0}
@@ -459,8 +539,12 @@ if mode == '2' and #logs > 0 then
       for j = 1, costs[i] do
         members[j] = '@' .. id .. '#' .. j
       end
-      counts[i] = counts[i] - redis.call('ZREM', KEYS[i], unpack(members))
+      local gone = redis.call('ZREM', KEYS[i], unpack(members))
+      counts[i] = counts[i] - gone
       newest[i] = nil
+      if gone > 0 then
+        forget(i) -- a window holds one member fewer
+      end
     end
   end
 end
@@ -487,14 +571,19 @@ for _, i in ipairs(logs) do
   end
 end
 if not settled then
-  local rounds = 0
+  -- fitted[i] is a time known to fit log check i: at, once it is, needs
+  -- no search again.
+  local rounds, fitted = 0, own
   local moved = true
   while moved and rounds < 8 do
     moved, rounds = false, rounds + 1
     for _, i in ipairs(logs) do
-      local fit = earliest(i, at)
-      if fit > at then
-        at, by, moved = fit, i, true
+      if fitted[i] ~= at then
+        local fit = earliest(i, at)
+        fitted[i] = fit
+        if fit > at then
+          at, by, moved = fit, i, true
+        end
       end
     end
   end

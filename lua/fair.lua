@@ -301,19 +301,37 @@ local function record(rules, id, p, taken)
   end
 end
 
+-- forgetFrontier deletes the frontier note that allow.lua keeps beside
+-- log k (the log's key with 'p' after its hash tag): a member that windows
+-- ending from now on counted has left, and the note may no longer hold.
+local function forgetFrontier(k)
+  local e = string.find(k, '}[^}]*$')
+  if e then
+    redis.call('DEL', string.sub(k, 1, e) .. 'p' .. string.sub(k, e + 1))
+  end
+end
+
 -- unplace removes task id's places from the log rules, or, given `claim`
--- (its place), turns them into its admission at that time. It reports
--- whether some log rule had lost them.
+-- (its place, or now, later), turns them into its admission at that time.
+-- It reports whether some log rule had lost them. A place moved later
+-- stays in every window ending from now on that held it; one removed
+-- leaves them.
 local function unplace(rules, id, claim)
   local lost = false
   for _, r in ipairs(rules) do
     if r.a == 'sliding-log' then
+      local removed = false
       for j = 1, r.c do
         if redis.call('ZREM', r.k, '@' .. id .. '#' .. j) == 0 then
           lost = true
         elseif claim then
           redis.call('ZADD', r.k, claim, num(claim) .. '-c' .. id .. '#' .. j)
+        else
+          removed = true
         end
+      end
+      if removed then
+        forgetFrontier(r.k)
       end
       if claim == now then
         expire(r.k, r.w, now) -- moved later than the place it lived for

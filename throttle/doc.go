@@ -75,7 +75,8 @@
 //	<prefix>{<group>}:<body>
 //
 // (the other algorithms keep a hash beside it: <prefix>{<group>}sw:<body>,
-// gcra:<body> or fw:<body>; see RedisKeyFor) where prefix is "sluice:"
+// gcra:<body> or fw:<body>; see RedisKeyFor; a log that gives places in
+// line keeps a note of how far it is full at p:<body>) where prefix is "sluice:"
 // unless WithPrefix says otherwise, group is the
 // key's group (see WithGroup; "limits" unless set) and body is the key itself.
 // In group and body the characters % # { } are percent-encoded, so a key can

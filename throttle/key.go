@@ -40,12 +40,13 @@ func encodeKeyPart(s string) string {
 }
 
 // redisKeys are the Redis keys of one limiter key. After the hash tag each
-// kind of key starts with a character of its own (":" "h" "s" "g" "f"), so
-// no two kinds can meet whatever the body.
+// kind of key starts with a character of its own (":" "h" "s" "g" "f" "p",
+// and "q" for the fair lines), so no two kinds can meet whatever the body.
 type redisKeys struct {
 	group         string // the encoded group, the hash tag
 	window        string // <prefix>{<group>}:<body>, the sliding-window log (SlidingLog)
 	hold          string // <prefix>{<group>}hold:<body>, the hold of Hold
+	frontier      string // <prefix>{<group>}p:<body>, the log's frontier note, which allow.lua writes and reads
 	slidingWindow string // <prefix>{<group>}sw:<body>, the counts of SlidingWindow, a hash
 	gcra          string // <prefix>{<group>}gcra:<body>, the arrival time of GCRA, a hash
 	fixedWindow   string // <prefix>{<group>}fw:<body>, the count of FixedWindow, a hash
@@ -85,6 +86,7 @@ func (l *Limiter) redisKey(key string) (redisKeys, error) {
 		group:         group,
 		window:        tag + ":" + body,
 		hold:          tag + "hold:" + body,
+		frontier:      tag + "p:" + body,
 		slidingWindow: tag + "sw:" + body,
 		gcra:          tag + "gcra:" + body,
 		fixedWindow:   tag + "fw:" + body,

@@ -140,7 +140,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", Quote(key), err)
 	}
-	if err := l.rdb.Del(ctx, rk.window, rk.hold, rk.slidingWindow, rk.gcra, rk.fixedWindow).Err(); err != nil {
+	if err := l.rdb.Del(ctx, rk.window, rk.frontier, rk.hold, rk.slidingWindow, rk.gcra, rk.fixedWindow).Err(); err != nil {
 		return fmt.Errorf("throttle: reset %s: %w", Quote(key), err)
 	}
 	return nil
