@@ -353,17 +353,24 @@ end
 
 -- frontier returns the time up to which log check i is known full for one
 -- unit: its note's F when the note is the policy's and lies ahead, else
--- now. It reads the note once.
+-- now. The first call reads the notes of every log check, in one MGET.
 local notes = {}
 local function frontier(i)
   if notes[i] == nil then
-    notes[i] = now
-    local k = noteKey(i)
-    local v = k and redis.call('GET', k)
-    if v then
-      local f, l, w = string.match(v, '^(%d+):(%d+):(%d+)$')
-      if f and tonumber(l) == limits[i] and tonumber(w) == windows[i] then
-        notes[i] = math.max(now, tonumber(f))
+    local at, ks = {}, {}
+    for _, j in ipairs(logs) do
+      notes[j] = notes[j] or now
+      local k = noteKey(j)
+      if k and notes[j] == now then
+        at[#ks + 1], ks[#ks + 1] = j, k
+      end
+    end
+    local vs = #ks > 0 and redis.call('MGET', unpack(ks)) or {}
+    for x, v in ipairs(vs) do
+      local j = at[x]
+      local f, l, w = string.match(v or '', '^(%d+):(%d+):(%d+)$')
+      if f and tonumber(l) == limits[j] and tonumber(w) == windows[j] then
+        notes[j] = math.max(now, tonumber(f))
       end
     end
   end
