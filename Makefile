@@ -35,3 +35,4 @@ bench:
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./throttle
 	$(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
+	$(GO) test -run '^$$' -bench ScriptSetUp -count 3 ./internal/bench
