@@ -36,3 +36,4 @@ bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./throttle
 	$(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
 	$(GO) test -run '^$$' -bench ScriptSetUp -count 3 ./internal/bench
+	$(GO) test -run '^$$' -bench ArrivalGuards -count 3 ./throttle
