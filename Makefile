@@ -33,7 +33,7 @@ bench:
 # BenchmarkMemoryPerUnit; and BenchmarkFunctionVsScript, one script body as
 # EVALSHA and as FCALL.
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./throttle
+	$(GO) test -run '^$$' -bench '^Benchmark(Allow|MemoryPerUnit)$$' -benchtime 2s ./throttle
 	$(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
 	$(GO) test -run '^$$' -bench ScriptSetUp -count 3 ./internal/bench
 	$(GO) test -run '^$$' -bench ArrivalGuards -count 3 ./throttle
