@@ -500,8 +500,8 @@ end
 if mode == '2' and #logs > 0 then
   -- A caller without a place in the first log check is taken as a new
   -- one, without looking at the others: a place left in another (the first
-  -- key was reset) takes its slot until it leaves the window, as an
-  -- abandoned place does.
+  -- key was reset) counts in its search, as an abandoned place does, and
+  -- then moves to the place it is given.
   local place, same, found = nil, true, 0
   for _, i in ipairs(logs) do
     local s = redis.call('ZSCORE', KEYS[i], '@' .. id .. '#1')
@@ -620,8 +620,14 @@ if mode == '2' and #logs > 0 then
       args[2 * j - 1] = at
       args[2 * j] = '@' .. id .. '#' .. j
     end
-    redis.call('ZADD', KEYS[i], unpack(args))
-    counts[i] = counts[i] + costs[i]
+    -- A place of this caller left in a log whose first check lost it (a
+    -- key reset, a shorter window) moves here: it no longer holds its
+    -- old time, and the note may no longer hold.
+    local added = redis.call('ZADD', KEYS[i], unpack(args))
+    counts[i] = counts[i] + added
+    if added < costs[i] then
+      forget(i)
+    end
     wrote(i, at)
   end
 end

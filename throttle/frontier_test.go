@@ -19,16 +19,22 @@ import (
 // frontierLine is the line of allow.lua that reads a log's frontier note.
 const frontierLine = "local known = frontier(i)"
 
-// withoutFrontier returns allow.lua with its clock fixed at now and its
-// frontier notes never read, so that every search starts where it is asked
-// to.
-func withoutFrontier(t *testing.T, now int64) *redis.Script {
+// lastingScripts returns allow.lua with its clock fixed at now, as it is
+// and with its frontier notes never read (every search then starts where
+// it is asked to), both giving their keys an hour more to live: the TTLs
+// run in real time, which outruns the fixed clock, and the two sides'
+// logs must not expire a moment apart. Pruning, not the TTL, decides.
+func lastingScripts(t *testing.T, now int64) (noted, plain *redis.Script) {
 	t.Helper()
 	fixed := fixedSource(t, now)
+	if n := strings.Count(fixed, "/ 1000) + 1)"); n < 5 {
+		t.Fatalf("allow.lua has %d TTLs of the form \"/ 1000) + 1)\", want at least 5: they cannot be lengthened", n)
+	}
+	fixed = strings.ReplaceAll(fixed, "/ 1000) + 1)", "/ 1000) + 3600001)")
 	if strings.Count(fixed, frontierLine) != 1 {
 		t.Fatalf("allow.lua has not one line %q: its frontier cannot be turned off", frontierLine)
 	}
-	return redis.NewScript(strings.Replace(fixed, frontierLine, "local known = now", 1))
+	return redis.NewScript(fixed), redis.NewScript(strings.Replace(fixed, frontierLine, "local known = now", 1))
 }
 
 // noteKey is the key of the frontier note beside the log at key.
@@ -65,6 +71,7 @@ func TestFrontierAgrees(t *testing.T) {
 		ctx := context.Background()
 		const window, tolerance = int64(1_000_000), int64(50_000)
 		now := redisNow(t, rdb)
+		t.Logf("seed %d", now)
 		rng := rand.New(rand.NewPCG(uint64(now), 23))
 		keys := func(side string, tenant int) []string {
 			return []string{rawKey(prefix, fmt.Sprintf("%s-tenant-%d", side, tenant)), rawKey(prefix, side+"-provider")}
@@ -106,7 +113,8 @@ func TestFrontierAgrees(t *testing.T) {
 				used++
 			}
 			var replies [2][]int64
-			for side, script := range []*redis.Script{fixedClock(t, now), withoutFrontier(t, now)} {
+			noted, plain := lastingScripts(t, now)
+			for side, script := range []*redis.Script{noted, plain} {
 				name := []string{"noted", "plain"}[side]
 				r, err := throttle.ScriptReply(script.Run(ctx, rdb, keys(name, tenant), args...), window, window)
 				if err != nil {
@@ -187,6 +195,33 @@ func TestFrontierForgotten(t *testing.T) {
 			t.Errorf("a late caller placed again: %+v; want a place before the note's %d µs (the note forgotten)", r, far-late)
 		}
 
+		// A caller whose first log lost its place (the key reset) is
+		// placed again, and its place left in the second log moves later:
+		// that log's note goes, and the gap the move opened is given.
+		one, two := rawKey(prefix, "first"), rawKey(prefix, "second")
+		both := []check{{1, window, 1}, {1, 10 * window, 1}}
+		pair := func(at int64, id string) reply {
+			return runAt(t, rdb, at, []string{one, two}, "2", id, 0, both...)
+		}
+		pair(now, "u")                                // admitted in both
+		if r := pair(now, "x"); r.wait != 10*window { // placed by the second log
+			t.Fatalf("x placed %d µs ahead, want %d", r.wait, 10*window)
+		}
+		if err := rdb.Del(ctx, one).Err(); err != nil {
+			t.Fatal(err)
+		}
+		pair(now, "y") // placed at now + 20 windows, noting the second log full up to it
+		if !noteAhead(t, rdb, two, now) {
+			t.Fatalf("no note ahead in the second log")
+		}
+		pair(now+1, "x") // placed again at now + 30 windows: its place at now + 10 moves there
+		if n := rdb.Exists(ctx, noteKey(two)).Val(); n != 0 {
+			t.Errorf("a place moved later in the second log left its note")
+		}
+		if r := pair(now+2, "z"); r.allowed || now+2+r.wait != now+10*window {
+			t.Errorf("z after x's place moved: %+v; want a place at the gap, %d µs ahead", r, 10*window-2)
+		}
+
 		// Reset deletes the note with the key.
 		p := throttle.Policy{Limit: 1, Window: time.Minute}
 		for _, id := range []string{"r1", "r2", "r3"} {
@@ -219,7 +254,7 @@ func TestFrontierForgottenByLines(t *testing.T) {
 		ctx := context.Background()
 		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 1, Window: 100 * time.Millisecond})
 		ids := s.enqueue("acme", 3, 3) // the first admitted, two parked
-		s.now += 100_000                // its unit leaves the window
+		s.now += 100_000               // its unit leaves the window
 		s.setClock()
 		if _, err := s.ls.Dispatch(ctx); err != nil {
 			t.Fatal(err)
