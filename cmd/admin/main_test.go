@@ -137,7 +137,8 @@ func without(snap map[string]string, limiterKeys ...string) map[string]string {
 	for k, v := range snap {
 		gone := false
 		for _, lk := range limiterKeys {
-			// <prefix>{limits}:<key>, or gcra:<key> (see throttle.RedisKeyFor).
+			// <prefix>{limits}:<key>, gcra:<key> (see throttle.RedisKeyFor)
+			// or p:<key>, a log's frontier note.
 			gone = gone || strings.HasSuffix(k, ":"+lk)
 		}
 		if !gone {
