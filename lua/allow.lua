@@ -396,26 +396,25 @@ end
 -- returns the tail. A search of one unit that proved the log full past its
 -- frontier moves the note there, unless nothing is to be recorded.
 local function earliest(i, from)
-  local key, limit, window, cost = KEYS[i], limits[i], windows[i], costs[i]
+  local limit, window, cost = limits[i], windows[i], costs[i]
   if counts[i] + cost <= limit then
     return from
   end
-  local nw = last(i)
-  if nw and nw <= from then
-    -- Nothing ahead of from: the tail is the answer.
-    return math.max(from, tail(i))
+  -- With a member ahead of from, the search starts at the frontier.
+  local nw, start, known = last(i), from, nil
+  if nw and nw > from then
+    known = frontier(i)
+    from = math.max(from, known)
   end
-  local known = frontier(i)
-  local start = from
-  from = math.max(from, known)
   local found, reached
   if nw and nw <= from then
+    -- Nothing ahead of from: the tail is the answer.
     found = math.max(from, tail(i))
     reached = found
   else
     found, reached = walk(i, from)
   end
-  if cost == 1 and not look and start <= known and reached > known then
+  if known and cost == 1 and not look and start <= known and reached > known then
     local k = noteKey(i)
     if k then
       redis.call('SET', k, num(reached) .. ':' .. num(limit) .. ':' .. num(window),

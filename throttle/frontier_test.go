@@ -17,7 +17,7 @@ import (
 )
 
 // frontierLine is the line of allow.lua that reads a log's frontier note.
-const frontierLine = "local known = frontier(i)"
+const frontierLine = "known = frontier(i)"
 
 // lastingScripts returns allow.lua with its clock fixed at now, as it is
 // and with its frontier notes never read (every search then starts where
@@ -34,7 +34,7 @@ func lastingScripts(t *testing.T, now int64) (noted, plain *redis.Script) {
 	if strings.Count(fixed, frontierLine) != 1 {
 		t.Fatalf("allow.lua has not one line %q: its frontier cannot be turned off", frontierLine)
 	}
-	return redis.NewScript(fixed), redis.NewScript(strings.Replace(fixed, frontierLine, "local known = now", 1))
+	return redis.NewScript(fixed), redis.NewScript(strings.Replace(fixed, frontierLine, "known = now", 1))
 }
 
 // noteKey is the key of the frontier note beside the log at key.
