@@ -30,8 +30,10 @@ bench:
 	$(GO) run ./cmd/bench --out $(BENCH_OUT)
 
 # The go test benchmarks of the limiter: BenchmarkAllow and
-# BenchmarkMemoryPerUnit; and BenchmarkFunctionVsScript, one script body as
-# EVALSHA and as FCALL.
+# BenchmarkMemoryPerUnit; BenchmarkFunctionVsScript, one script body as
+# EVALSHA and as FCALL; BenchmarkScriptSetUp, what a script's tables and
+# functions cost a call; and BenchmarkArrivalGuards, the fair lines'
+# admission with and without the reads that guard it.
 bench-go:
 	$(GO) test -run '^$$' -bench '^Benchmark(Allow|MemoryPerUnit)$$' -benchtime 2s ./throttle
 	$(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
