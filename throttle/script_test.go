@@ -308,6 +308,48 @@ func TestScriptRetryAfterExact(t *testing.T) {
 	})
 }
 
+// TestScriptSearchBoundaries: a rule holding a member ahead of now is
+// searched for the earliest time a unit fits, and a member a microsecond
+// inside either end of the span of the windows that would hold now, (now -
+// window, now + window), keeps now from fitting; one at the end does not.
+// (The search first counts that span: room there is room in every window
+// holding now.)
+func TestScriptSearchBoundaries(t *testing.T) {
+	t.Parallel()
+	const w, limit = 10_000_000, 2
+	cases := []struct {
+		name    string
+		members func(now int64) []int64
+		retry   int64 // 0: admitted at once
+	}{
+		// The window ending at now + w - 1 would hold three; the first
+		// time that fits is w after the member at now + 5.
+		{"a member ahead, a microsecond inside", func(now int64) []int64 { return []int64{now + 5, now + w - 1} }, w + 5},
+		{"a member ahead, at the end", func(now int64) []int64 { return []int64{now + 5, now + w} }, 0},
+		// The window ending at now would hold three; the member at now -
+		// w + 1 leaves it a microsecond later. The place 3w ahead makes
+		// the rule be searched.
+		{"a member behind, a microsecond inside", func(now int64) []int64 { return []int64{now - w + 1, now - 5, now + 3*w} }, 1},
+		{"a member behind, at the end", func(now int64) []int64 { return []int64{now - w, now - 5, now + 3*w} }, 0},
+	}
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		now := redisNow(t, rdb)
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				key := rawKey(prefix, tc.name)
+				seed(t, rdb, key, tc.members(now)...)
+				r := runAt(t, rdb, now, []string{key}, "1", "", 0, check{limit, w, 1})
+				if got, want := r.allowed, tc.retry == 0; got != want {
+					t.Fatalf("allowed %v, want %v: %+v", got, want, r)
+				}
+				if got := r.checks[0].Retry; got != tc.retry {
+					t.Errorf("retry-after %d µs, want %d", got, tc.retry)
+				}
+			})
+		}
+	})
+}
+
 // pexpireOf returns the TTL in milliseconds that run set on a key: the key's
 // PEXPIRETIME less the millisecond run ran in. It retries, with setup giving
 // a fresh key each time, until the Redis clock read before and after run is
