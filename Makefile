@@ -32,10 +32,15 @@ bench:
 # The go test benchmarks of the limiter: BenchmarkAllow and
 # BenchmarkMemoryPerUnit; BenchmarkFunctionVsScript, one script body as
 # EVALSHA and as FCALL; BenchmarkScriptSetUp, what a script's tables and
-# functions cost a call; and BenchmarkArrivalGuards, the fair lines'
-# admission with and without the reads that guard it.
+# functions cost a call; BenchmarkScriptArguments, what numbers cost as
+# arguments of redis.call; BenchmarkArrivalGuards, the fair lines'
+# admission with and without the reads that guard it; and
+# BenchmarkLineSpan, a denial in the first come, first served line with
+# and without the search's span count.
 bench-go:
 	$(GO) test -run '^$$' -bench '^Benchmark(Allow|MemoryPerUnit)$$' -benchtime 2s ./throttle
 	$(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
 	$(GO) test -run '^$$' -bench ScriptSetUp -count 3 ./internal/bench
+	$(GO) test -run '^$$' -bench ScriptArguments -count 3 ./internal/bench
 	$(GO) test -run '^$$' -bench ArrivalGuards -count 3 ./throttle
+	$(GO) test -run '^$$' -bench LineSpan -count 3 ./throttle

@@ -51,27 +51,9 @@ func BenchmarkFunctionVsScript(b *testing.B) {
 	}
 	for _, c := range contenders {
 		b.Run(c.name, func(b *testing.B) {
-			before, err := redisCommands(ctx, rdb)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetParallelism(16) // 32 callers on 2 cores
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					key := "k" + strconv.Itoa(rand.IntN(10_000))
-					if err := c.call(key, strconv.FormatInt(seq.Add(1), 10)); err != nil {
-						b.Error(err)
-						return
-					}
-				}
+			runRedisTime(ctx, b, rdb, c.command, func() error {
+				return c.call("k"+strconv.Itoa(rand.IntN(10_000)), strconv.FormatInt(seq.Add(1), 10))
 			})
-			after, err := redisCommands(ctx, rdb)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if calls := after[c.command].calls - before[c.command].calls; calls > 0 {
-				b.ReportMetric(float64(after[c.command].usec-before[c.command].usec)/float64(calls), "redis-µs/call")
-			}
 		})
 	}
 }

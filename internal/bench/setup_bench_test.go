@@ -56,26 +56,7 @@ func BenchmarkScriptSetUp(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(name, func(b *testing.B) {
-			before, err := redisCommands(ctx, rdb)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetParallelism(16)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := script.EvalSha(ctx, rdb, nil).Err(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			after, err := redisCommands(ctx, rdb)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if calls := after["evalsha"].calls - before["evalsha"].calls; calls > 0 {
-				b.ReportMetric(float64(after["evalsha"].usec-before["evalsha"].usec)/float64(calls), "redis-µs/call")
-			}
+			runRedisTime(ctx, b, rdb, "evalsha", func() error { return script.EvalSha(ctx, rdb, nil).Err() })
 		})
 	}
 }
