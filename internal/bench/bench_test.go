@@ -204,6 +204,25 @@ func checkLine(t *testing.T, lr *LineResult, cfg Config) {
 			r.FairDenyOverAdm != r.FairDenyUs/r.FairAdmitUs || r.FCFSDenyOverAdm != r.FCFSDenyUs/r.FCFSAdmitUs {
 			t.Errorf("row %d: %+v", i, r)
 		}
+		// Every script runs commands, within its own time.
+		for _, c := range []struct {
+			name            string
+			commands, total float64
+		}{
+			{"fair denial", r.FairDenyCmdUs, r.FairDenyUs},
+			{"fair admission", r.FairAdmitCmdUs, r.FairAdmitUs},
+			{"fcfs denial", r.FCFSDenyCmdUs, r.FCFSDenyUs},
+			{"fcfs admission", r.FCFSAdmitCmdUs, r.FCFSAdmitUs},
+		} {
+			if c.commands <= 0 || c.commands > c.total {
+				t.Errorf("row %d, %s: commands %v µs of %v µs in all", i, c.name, c.commands, c.total)
+			}
+		}
+		// And the Lua around them takes time of its own.
+		if r.FCFSDenyLuaUs <= 0 || r.FCFSDenyLuaUs >= r.FCFSDenyUs || r.FCFSAdmitLuaUs <= 0 || r.FCFSAdmitLuaUs >= r.FCFSAdmitUs {
+			t.Errorf("row %d: the script's own time %v µs of %v (denial), %v of %v (admission)", i,
+				r.FCFSDenyLuaUs, r.FCFSDenyUs, r.FCFSAdmitLuaUs, r.FCFSAdmitUs)
+		}
 		met = met && r.FairDenyOverAdm <= lr.Target && r.FCFSDenyOverAdm <= lr.Target
 	}
 	if lr.TargetMet != met {

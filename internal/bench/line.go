@@ -73,6 +73,19 @@ type LineRow struct {
 	FCFSDenyUs      float64 `json:"fcfs_deny_us"`
 	FCFSAdmitUs     float64 `json:"fcfs_admit_us"`
 	FCFSDenyOverAdm float64 `json:"fcfs_deny_over_admit"`
+
+	// The part of each call's Redis time spent in the commands its script
+	// ran (INFO commandstats of every command but EVALSHA and INFO), µs,
+	// the median; and for the first come, first served line the rest too
+	// (the script's own: its Lua, its arguments and replies made Lua
+	// values and back), the median of each call's total less its
+	// commands.
+	FairDenyCmdUs  float64 `json:"fair_deny_commands_us"`
+	FairAdmitCmdUs float64 `json:"fair_admit_commands_us"`
+	FCFSDenyCmdUs  float64 `json:"fcfs_deny_commands_us"`
+	FCFSAdmitCmdUs float64 `json:"fcfs_admit_commands_us"`
+	FCFSDenyLuaUs  float64 `json:"fcfs_deny_script_us"`
+	FCFSAdmitLuaUs float64 `json:"fcfs_admit_script_us"`
 }
 
 // lineSetup is one depth's limiters and the checks of a task.
@@ -128,11 +141,11 @@ func lineDepth(ctx context.Context, r *runner, waiting int) (LineRow, error) {
 	if err := s.fill(ctx, waiting); err != nil {
 		return LineRow{}, err
 	}
-	var fairDeny, fairNew, fairAdmit, fcfsDeny, fcfsAdmit []float64
+	var fairDeny, fairNew, fairAdmit, fcfsDeny, fcfsAdmit lineSamplesOf
 	for i := range lineSamples {
 		tenant, newcomer := "tenant-"+strconv.Itoa(i%min(lineTenants, waiting)), "new-"+strconv.Itoa(i)
 		for _, m := range []struct {
-			into *[]float64
+			into *lineSamplesOf
 			call func() error
 		}{
 			{&fairDeny, func() error { return s.arrive(ctx, "deny-"+strconv.Itoa(i), tenant, false, throttle.Parked) }},
@@ -141,15 +154,18 @@ func lineDepth(ctx context.Context, r *runner, waiting int) (LineRow, error) {
 			{&fcfsDeny, func() error { return s.inLine(ctx, "deny-"+strconv.Itoa(i), tenant, false, false) }},
 			{&fcfsAdmit, func() error { return s.inLine(ctx, "admit-"+strconv.Itoa(i), tenant, true, true) }},
 		} {
-			us, err := redisTimeOf(ctx, r, m.call)
+			t, err := redisTimeOf(ctx, r, m.call)
 			if err != nil {
 				return LineRow{}, err
 			}
-			*m.into = append(*m.into, us)
+			m.into.add(t)
 		}
 	}
-	row := LineRow{Waiting: waiting, FairDenyUs: median(fairDeny), FairNewcomerUs: median(fairNew), FairAdmitUs: median(fairAdmit),
-		FCFSDenyUs: median(fcfsDeny), FCFSAdmitUs: median(fcfsAdmit)}
+	row := LineRow{Waiting: waiting, FairDenyUs: median(fairDeny.total), FairNewcomerUs: median(fairNew.total),
+		FairAdmitUs: median(fairAdmit.total), FCFSDenyUs: median(fcfsDeny.total), FCFSAdmitUs: median(fcfsAdmit.total),
+		FairDenyCmdUs: median(fairDeny.commands), FairAdmitCmdUs: median(fairAdmit.commands),
+		FCFSDenyCmdUs: median(fcfsDeny.commands), FCFSAdmitCmdUs: median(fcfsAdmit.commands),
+		FCFSDenyLuaUs: median(fcfsDeny.script), FCFSAdmitLuaUs: median(fcfsAdmit.script)}
 	if row.FairAdmitUs > 0 {
 		row.FairDenyOverAdm = row.FairDenyUs / row.FairAdmitUs
 		row.FairNewcomerOverAdm = row.FairNewcomerUs / row.FairAdmitUs
@@ -222,23 +238,44 @@ func lineChecks(lc []throttle.LineCheck, prefix string) []throttle.Check {
 	return out
 }
 
+// redisTime is the time Redis spent in one call's scripts, µs: in all,
+// and in the commands they ran.
+type redisTime struct{ total, commands float64 }
+
+// lineSamplesOf are one kind of call's times: in all, in the commands,
+// and the rest, the script's own.
+type lineSamplesOf struct{ total, commands, script []float64 }
+
+func (s *lineSamplesOf) add(t redisTime) {
+	s.total = append(s.total, t.total)
+	s.commands = append(s.commands, t.commands)
+	s.script = append(s.script, t.total-t.commands)
+}
+
 // redisTimeOf runs call and returns the time Redis spent in the script calls
-// it made, µs (INFO commandstats before and after): nothing else may use
-// the Redis meanwhile.
-func redisTimeOf(ctx context.Context, r *runner, call func() error) (float64, error) {
-	before, err := evalshaStats(ctx, r.rdb)
+// it made, µs, and in the commands those ran: every command of INFO
+// commandstats but EVALSHA and INFO, before and after. Nothing else may
+// use the Redis meanwhile.
+func redisTimeOf(ctx context.Context, r *runner, call func() error) (redisTime, error) {
+	before, err := redisCommands(ctx, r.rdb)
 	if err != nil {
-		return 0, err
+		return redisTime{}, err
 	}
 	if err := call(); err != nil {
-		return 0, err
+		return redisTime{}, err
 	}
-	after, err := evalshaStats(ctx, r.rdb)
+	after, err := redisCommands(ctx, r.rdb)
 	if err != nil {
-		return 0, err
+		return redisTime{}, err
 	}
-	if after.calls == before.calls {
-		return 0, fmt.Errorf("no script call counted")
+	if after["evalsha"].calls == before["evalsha"].calls {
+		return redisTime{}, fmt.Errorf("no script call counted")
 	}
-	return float64(after.usec - before.usec), nil
+	t := redisTime{total: float64(after["evalsha"].usec - before["evalsha"].usec)}
+	for name, a := range after {
+		if name != "evalsha" && name != "info" {
+			t.commands += float64(a.usec - before[name].usec)
+		}
+	}
+	return t, nil
 }

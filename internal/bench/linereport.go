@@ -31,4 +31,25 @@ func reportLine(w io.Writer, res *Results) {
 			r.FairDenyUs, r.FairAdmitUs, r.FairDenyOverAdm, r.FairNewcomerUs, r.FairNewcomerOverAdm,
 			r.FCFSDenyUs, r.FCFSAdmitUs, r.FCFSDenyOverAdm)
 	}
+	fmt.Fprintf(w, "\nThe same calls' Redis time in the commands their scripts ran (INFO commandstats of every command but "+
+		"EVALSHA and INFO, the median): what the data structures cost, whatever the Lua around them; and, in the first come, "+
+		"first served line, the rest of each call's time, the script's own (its Lua, and its arguments and replies made Lua "+
+		"values and back):\n\n")
+	fmt.Fprintf(w, "| waiting | fair: denial's commands µs | admission's µs | ratio | fcfs: denial's commands µs | admission's µs | ratio | "+
+		"fcfs: denial's script µs | admission's µs | ratio |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range lr.Rows {
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %.0f | %.0f | %s |\n", thousands(float64(r.Waiting)),
+			r.FairDenyCmdUs, r.FairAdmitCmdUs, ratioOf(r.FairDenyCmdUs, r.FairAdmitCmdUs),
+			r.FCFSDenyCmdUs, r.FCFSAdmitCmdUs, ratioOf(r.FCFSDenyCmdUs, r.FCFSAdmitCmdUs),
+			r.FCFSDenyLuaUs, r.FCFSAdmitLuaUs, ratioOf(r.FCFSDenyLuaUs, r.FCFSAdmitLuaUs))
+	}
+}
+
+// ratioOf is a over b with two decimals, or "–" when b is 0.
+func ratioOf(a, b float64) string {
+	if b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", a/b)
 }

@@ -155,7 +155,8 @@ func TestWriteReportLine(t *testing.T) {
 	res.Line = &LineResult{Samples: 50, Tenants: 50, Rules: "the tenant's own 20/1m0s and a shared provider rule of 100/1m0s",
 		Target: 2, Rows: []LineRow{
 			{Waiting: 10, FairDenyUs: 60, FairAdmitUs: 30, FairDenyOverAdm: 2, FairNewcomerUs: 120, FairNewcomerOverAdm: 4,
-				FCFSDenyUs: 200, FCFSAdmitUs: 35, FCFSDenyOverAdm: 200.0 / 35},
+				FCFSDenyUs: 200, FCFSAdmitUs: 35, FCFSDenyOverAdm: 200.0 / 35,
+				FairDenyCmdUs: 12, FairAdmitCmdUs: 8, FCFSDenyCmdUs: 15, FCFSAdmitCmdUs: 6, FCFSDenyLuaUs: 185, FCFSAdmitLuaUs: 29},
 			{Waiting: 10_000, FairDenyUs: 61, FairAdmitUs: 30, FairDenyOverAdm: 61.0 / 30, FairNewcomerUs: 121, FairNewcomerOverAdm: 121.0 / 30,
 				FCFSDenyUs: 420, FCFSAdmitUs: 37, FCFSDenyOverAdm: 420.0 / 37},
 		}}
@@ -169,6 +170,9 @@ func TestWriteReportLine(t *testing.T) {
 		"most 2.0× an admission, however many wait: **not met**",
 		"| 10 | 60 | 30 | 2.00 | 120 | 4.00 | 200 | 35 | 5.71 |",
 		"| 10,000 | 61 | 30 | 2.03 | 121 | 4.03 | 420 | 37 | 11.35 |",
+		"in the commands their scripts ran (INFO commandstats of every command but EVALSHA and INFO, the median)",
+		"| 10 | 12 | 8 | 1.50 | 15 | 6 | 2.50 | 185 | 29 | 6.38 |",
+		"| 10,000 | 0 | 0 | – | 0 | 0 | – | 0 | 0 | – |",
 	)
 }
 
