@@ -28,12 +28,7 @@ const spanLine = "elseif from == start and redis.call('ZCOUNT', KEYS[i], excl(fr
 //
 //	go test -run '^$' -bench LineSpan -count 3 ./throttle
 func BenchmarkLineSpan(b *testing.B) {
-	opt, err := redis.ParseURL(redistest.URL(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	rdb := redistest.Client(b)
 	prefix := redistest.Prefix(b)
 	ctx := context.Background()
 	defer func() {

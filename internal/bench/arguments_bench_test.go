@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // argumentScripts each run 10 ZCOUNTs of one key between two times in
@@ -28,12 +26,7 @@ var argumentScripts = map[string]string{
 //
 //	go test -run '^$' -bench ScriptArguments -count 3 ./internal/bench
 func BenchmarkScriptArguments(b *testing.B) {
-	opt, err := redis.ParseURL(redistest.Own(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	rdb := ownClient(b)
 	ctx := context.Background()
 	const key = "arguments"
 	for i := range 100 {

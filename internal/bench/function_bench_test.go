@@ -6,10 +6,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // BenchmarkFunctionVsScript runs one body, the textbook log
@@ -21,13 +17,7 @@ import (
 //
 //	go test -run '^$' -bench FunctionVsScript -count 3 ./internal/bench
 func BenchmarkFunctionVsScript(b *testing.B) {
-	opt, err := redis.ParseURL(redistest.Own(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	opt.PoolSize = 64
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	rdb := ownClient(b)
 	ctx := context.Background()
 	library := "#!lua name=sluicebench\nredis.register_function('textbook', function(KEYS, ARGV)\n" +
 		textbookSource + "\nend)\n"

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // setUpScripts are scripts that only set up what a script's slow path sets
@@ -42,12 +40,7 @@ func setUpScripts() map[string]string {
 //
 //	go test -run '^$' -bench ScriptSetUp -count 3 ./internal/bench
 func BenchmarkScriptSetUp(b *testing.B) {
-	opt, err := redis.ParseURL(redistest.Own(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	rdb := ownClient(b)
 	ctx := context.Background()
 	scripts := setUpScripts()
 	for _, name := range []string{"nothing", "tables", "closures"} {
