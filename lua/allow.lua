@@ -231,7 +231,8 @@ local tolerance = tonumber(ARGV[3])
 
 -- Lua prints numbers with 14 digits: times in microseconds need %d. The
 -- search's other numbers go as strings too: Redis formats a number
--- argument with %.17g, which costs more (about 2% of a denial in line).
+-- argument with %.17g, which costs more than %d (internal/bench's
+-- BenchmarkScriptArguments).
 local function num(x) return string.format('%d', x) end
 local function excl(x) return string.format('(%d', x) end
 
