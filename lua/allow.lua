@@ -229,10 +229,7 @@ local look = mode == '0' or mode == '3' -- record nothing
 local id = ARGV[2]
 local tolerance = tonumber(ARGV[3])
 
--- Lua prints numbers with 14 digits: times in microseconds need %d. The
--- search's other numbers go as strings too: Redis formats a number
--- argument with %.17g, which costs more than %d (internal/bench's
--- BenchmarkScriptArguments).
+-- Lua prints numbers with 14 digits: times in microseconds need %d.
 local function num(x) return string.format('%d', x) end
 local function excl(x) return string.format('(%d', x) end
 
@@ -267,7 +264,7 @@ local function last(i)
   if newest[i] == nil then
     newest[i] = false
     if counts[i] > 0 then
-      local e = redis.call('ZRANGE', KEYS[i], '-1', '-1', 'WITHSCORES')
+      local e = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
       if e[2] then
         newest[i] = tonumber(e[2])
       end
@@ -294,8 +291,7 @@ local function tail(i)
     return now
   end
   if tailCounts[i] ~= counts[i] then
-    local x = num(idx)
-    local e = redis.call('ZRANGE', KEYS[i], x, x, 'WITHSCORES')
+    local e = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
     tails[i], tailCounts[i] = math.max(now, tonumber(e[2]) + windows[i]), counts[i]
   end
   return tails[i]
@@ -313,7 +309,7 @@ local function walk(i, from)
     spent = spent + 1
     if c + cost > limit then
       local e = redis.call('ZRANGE', key, excl(at - window), '+inf', 'BYSCORE',
-        'LIMIT', num(c + cost - limit - 1), '1', 'WITHSCORES')
+        'LIMIT', c + cost - limit - 1, 1, 'WITHSCORES')
       spent = spent + 1
       at = tonumber(e[2]) + window
     else
@@ -322,7 +318,7 @@ local function walk(i, from)
       local offset, blocked = limit - cost - c, nil
       while not blocked and spent < budget do
         local later = redis.call('ZRANGE', key, excl(at), excl(at + window), 'BYSCORE',
-          'LIMIT', num(offset), '16', 'WITHSCORES')
+          'LIMIT', offset, 16, 'WITHSCORES')
         spent = spent + 1
         for j = 2, #later, 2 do
           local f = tonumber(later[j])
@@ -419,7 +415,9 @@ local function earliest(i, from)
     -- The windows that would hold from lie within (from - window, from +
     -- window): room there is room in each, one command where the walk
     -- takes two (a rule with room now, asked for its own retry-after).
-    -- Not tried where the note moved from: the log is full up to there.
+    -- Where it has none, the walk follows, a command more. Not tried
+    -- where the note moved from: a search got there, and its place was
+    -- most likely given there, so the count would seldom find room.
     found, reached = from, from
   else
     found, reached = walk(i, from)
@@ -428,7 +426,7 @@ local function earliest(i, from)
     local k = noteKey(i)
     if k then
       redis.call('SET', k, num(reached) .. ':' .. num(limit) .. ':' .. num(window),
-        'PX', num(math.floor((reached - now) / 1000) + 1))
+        'PX', math.floor((reached - now) / 1000) + 1)
       notes[i] = reached
     end
   end
@@ -474,7 +472,7 @@ local function settle()
     if nw then
       local reset = nw + windows[i] - now
       resets[i] = reset
-      redis.call('PEXPIRE', KEYS[i], num(math.floor(reset / 1000) + 1))
+      redis.call('PEXPIRE', KEYS[i], math.floor(reset / 1000) + 1)
     end
   end
 end
@@ -623,11 +621,10 @@ if at == now then
 end
 
 if mode == '2' and #logs > 0 then
-  local atS = num(at)
   for _, i in ipairs(logs) do
     local args = {}
     for j = 1, costs[i] do
-      args[2 * j - 1] = atS
+      args[2 * j - 1] = at
       args[2 * j] = '@' .. id .. '#' .. j
     end
     -- A place of this caller left in a log whose first check lost it (a

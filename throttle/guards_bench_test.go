@@ -5,65 +5,26 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// evalshaUsec returns the calls of EVALSHA and Redis's own time in them,
-// µs, from INFO commandstats.
-func evalshaUsec(b *testing.B, rdb *redis.Client) (calls, usec int64) {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.Lines(info) {
-		fields, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
-		if !ok {
-			continue
-		}
-		for f := range strings.SplitSeq(fields, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				usec, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-	}
-	return calls, usec
-}
-
 // BenchmarkArrivalGuards reports Redis's own time per arrival (INFO
-// commandstats) of the fair lines' common case, a task admitted at once on
-// two rules with room (keys of its own for each contender), with and without the three reads that guard it (the
-// task's entry, its class's wake time, a lapsed grant): what those
-// guarantees cost each task of the default worker (docs/LIMITER.md, "The
-// targets"). Run it with -count to see the two take turns:
+// commandstats, on a Redis of its own) of the fair lines' common case, a
+// task admitted at once on two rules with room (keys of its own for each
+// contender), with and without the three reads that guard it (the task's
+// entry, its class's wake time, a lapsed grant): what those guarantees
+// cost each task of the default worker (docs/LIMITER.md, "The targets").
+// Run it with -count 3:
 //
 //	go test -run '^$' -bench ArrivalGuards -count 3 ./throttle
 func BenchmarkArrivalGuards(b *testing.B) {
-	opt, err := redis.ParseURL(redistest.URL(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	opt.PoolSize = 64
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	rdb := redistest.OwnClient(b, 64)
 	prefix := redistest.Prefix(b)
 	ctx := context.Background()
-	defer func() {
-		for _, k := range redistest.Keys(b, rdb, prefix) {
-			rdb.Del(ctx, k)
-		}
-	}()
 	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
 	guarded := l.Lines(throttle.LinesConfig{})
 	roomy := throttle.PerSecond(100_000)
@@ -73,7 +34,7 @@ func BenchmarkArrivalGuards(b *testing.B) {
 		lines *throttle.Lines
 	}{{"guarded", guarded}, {"unguarded", throttle.LinesWithoutGuards(guarded)}} {
 		b.Run(c.name, func(b *testing.B) {
-			calls0, usec0 := evalshaUsec(b, rdb)
+			calls0, usec0 := commandStat(b, rdb, "evalsha")
 			b.SetParallelism(16) // 32 callers on 2 cores
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -94,7 +55,7 @@ func BenchmarkArrivalGuards(b *testing.B) {
 					}
 				}
 			})
-			calls1, usec1 := evalshaUsec(b, rdb)
+			calls1, usec1 := commandStat(b, rdb, "evalsha")
 			if calls1 > calls0 {
 				b.ReportMetric(float64(usec1-usec0)/float64(calls1-calls0), "redis-µs/call")
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // argumentScripts each run 10 ZCOUNTs of one key between two times in
@@ -26,7 +27,7 @@ var argumentScripts = map[string]string{
 //
 //	go test -run '^$' -bench ScriptArguments -count 3 ./internal/bench
 func BenchmarkScriptArguments(b *testing.B) {
-	rdb := ownClient(b)
+	rdb := redistest.OwnClient(b, 0)
 	ctx := context.Background()
 	const key = "arguments"
 	for i := range 100 {

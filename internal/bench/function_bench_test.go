@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // BenchmarkFunctionVsScript runs one body, the textbook log
@@ -17,7 +19,7 @@ import (
 //
 //	go test -run '^$' -bench FunctionVsScript -count 3 ./internal/bench
 func BenchmarkFunctionVsScript(b *testing.B) {
-	rdb := ownClient(b)
+	rdb := redistest.OwnClient(b, 64)
 	ctx := context.Background()
 	library := "#!lua name=sluicebench\nredis.register_function('textbook', function(KEYS, ARGV)\n" +
 		textbookSource + "\nend)\n"

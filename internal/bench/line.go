@@ -86,6 +86,13 @@ type LineRow struct {
 	FCFSAdmitCmdUs float64 `json:"fcfs_admit_commands_us"`
 	FCFSDenyLuaUs  float64 `json:"fcfs_deny_script_us"`
 	FCFSAdmitLuaUs float64 `json:"fcfs_admit_script_us"`
+
+	// The commands each call's script ran (INFO commandstats' calls of
+	// every command but EVALSHA and INFO), the median.
+	FairDenyCalls  float64 `json:"fair_deny_commands"`
+	FairAdmitCalls float64 `json:"fair_admit_commands"`
+	FCFSDenyCalls  float64 `json:"fcfs_deny_commands"`
+	FCFSAdmitCalls float64 `json:"fcfs_admit_commands"`
 }
 
 // lineSetup is one depth's limiters and the checks of a task.
@@ -141,11 +148,11 @@ func lineDepth(ctx context.Context, r *runner, waiting int) (LineRow, error) {
 	if err := s.fill(ctx, waiting); err != nil {
 		return LineRow{}, err
 	}
-	var fairDeny, fairNew, fairAdmit, fcfsDeny, fcfsAdmit lineSamplesOf
+	var fairDeny, fairNew, fairAdmit, fcfsDeny, fcfsAdmit callTimes
 	for i := range lineSamples {
 		tenant, newcomer := "tenant-"+strconv.Itoa(i%min(lineTenants, waiting)), "new-"+strconv.Itoa(i)
 		for _, m := range []struct {
-			into *lineSamplesOf
+			into *callTimes
 			call func() error
 		}{
 			{&fairDeny, func() error { return s.arrive(ctx, "deny-"+strconv.Itoa(i), tenant, false, throttle.Parked) }},
@@ -165,7 +172,9 @@ func lineDepth(ctx context.Context, r *runner, waiting int) (LineRow, error) {
 		FairAdmitUs: median(fairAdmit.total), FCFSDenyUs: median(fcfsDeny.total), FCFSAdmitUs: median(fcfsAdmit.total),
 		FairDenyCmdUs: median(fairDeny.commands), FairAdmitCmdUs: median(fairAdmit.commands),
 		FCFSDenyCmdUs: median(fcfsDeny.commands), FCFSAdmitCmdUs: median(fcfsAdmit.commands),
-		FCFSDenyLuaUs: median(fcfsDeny.script), FCFSAdmitLuaUs: median(fcfsAdmit.script)}
+		FCFSDenyLuaUs: median(fcfsDeny.script), FCFSAdmitLuaUs: median(fcfsAdmit.script),
+		FairDenyCalls: median(fairDeny.calls), FairAdmitCalls: median(fairAdmit.calls),
+		FCFSDenyCalls: median(fcfsDeny.calls), FCFSAdmitCalls: median(fcfsAdmit.calls)}
 	if row.FairAdmitUs > 0 {
 		row.FairDenyOverAdm = row.FairDenyUs / row.FairAdmitUs
 		row.FairNewcomerOverAdm = row.FairNewcomerUs / row.FairAdmitUs
@@ -239,23 +248,24 @@ func lineChecks(lc []throttle.LineCheck, prefix string) []throttle.Check {
 }
 
 // redisTime is the time Redis spent in one call's scripts, µs: in all,
-// and in the commands they ran.
-type redisTime struct{ total, commands float64 }
+// and in the commands they ran; and how many commands those were.
+type redisTime struct{ total, commands, calls float64 }
 
-// lineSamplesOf are one kind of call's times: in all, in the commands,
-// and the rest, the script's own.
-type lineSamplesOf struct{ total, commands, script []float64 }
+// callTimes are one kind of call's samples: its time in all, in the
+// commands, and the rest, the script's own; and its commands.
+type callTimes struct{ total, commands, script, calls []float64 }
 
-func (s *lineSamplesOf) add(t redisTime) {
+func (s *callTimes) add(t redisTime) {
 	s.total = append(s.total, t.total)
 	s.commands = append(s.commands, t.commands)
 	s.script = append(s.script, t.total-t.commands)
+	s.calls = append(s.calls, t.calls)
 }
 
 // redisTimeOf runs call and returns the time Redis spent in the script calls
-// it made, µs, and in the commands those ran: every command of INFO
-// commandstats but EVALSHA and INFO, before and after. Nothing else may
-// use the Redis meanwhile.
+// it made, µs, and in the commands those ran, and their number: every
+// command of INFO commandstats but EVALSHA and INFO, before and after.
+// Nothing else may use the Redis meanwhile.
 func redisTimeOf(ctx context.Context, r *runner, call func() error) (redisTime, error) {
 	before, err := redisCommands(ctx, r.rdb)
 	if err != nil {
@@ -275,6 +285,7 @@ func redisTimeOf(ctx context.Context, r *runner, call func() error) (redisTime, 
 	for name, a := range after {
 		if name != "evalsha" && name != "info" {
 			t.commands += float64(a.usec - before[name].usec)
+			t.calls += float64(a.calls - before[name].calls)
 		}
 	}
 	return t, nil

@@ -44,6 +44,12 @@ func reportLine(w io.Writer, res *Results) {
 			r.FCFSDenyCmdUs, r.FCFSAdmitCmdUs, ratioOf(r.FCFSDenyCmdUs, r.FCFSAdmitCmdUs),
 			r.FCFSDenyLuaUs, r.FCFSAdmitLuaUs, ratioOf(r.FCFSDenyLuaUs, r.FCFSAdmitLuaUs))
 	}
+	fmt.Fprintf(w, "\nThe commands each call's script ran (INFO commandstats' calls, the median):\n\n")
+	fmt.Fprintf(w, "| waiting | fair: denial | admission | fcfs: denial | admission |\n|---:|---:|---:|---:|---:|\n")
+	for _, r := range lr.Rows {
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f | %.0f |\n", thousands(float64(r.Waiting)),
+			r.FairDenyCalls, r.FairAdmitCalls, r.FCFSDenyCalls, r.FCFSAdmitCalls)
+	}
 }
 
 // ratioOf is a over b with two decimals, or "–" when b is 0.

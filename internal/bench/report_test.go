@@ -156,7 +156,8 @@ func TestWriteReportLine(t *testing.T) {
 		Target: 2, Rows: []LineRow{
 			{Waiting: 10, FairDenyUs: 60, FairAdmitUs: 30, FairDenyOverAdm: 2, FairNewcomerUs: 120, FairNewcomerOverAdm: 4,
 				FCFSDenyUs: 200, FCFSAdmitUs: 35, FCFSDenyOverAdm: 200.0 / 35,
-				FairDenyCmdUs: 12, FairAdmitCmdUs: 8, FCFSDenyCmdUs: 15, FCFSAdmitCmdUs: 6, FCFSDenyLuaUs: 185, FCFSAdmitLuaUs: 29},
+				FairDenyCmdUs: 12, FairAdmitCmdUs: 8, FCFSDenyCmdUs: 15, FCFSAdmitCmdUs: 6, FCFSDenyLuaUs: 185, FCFSAdmitLuaUs: 29,
+				FairDenyCalls: 16, FairAdmitCalls: 12, FCFSDenyCalls: 15, FCFSAdmitCalls: 12},
 			{Waiting: 10_000, FairDenyUs: 61, FairAdmitUs: 30, FairDenyOverAdm: 61.0 / 30, FairNewcomerUs: 121, FairNewcomerOverAdm: 121.0 / 30,
 				FCFSDenyUs: 420, FCFSAdmitUs: 37, FCFSDenyOverAdm: 420.0 / 37},
 		}}
@@ -173,6 +174,8 @@ func TestWriteReportLine(t *testing.T) {
 		"in the commands their scripts ran (INFO commandstats of every command but EVALSHA and INFO, the median)",
 		"| 10 | 12 | 8 | 1.50 | 15 | 6 | 2.50 | 185 | 29 | 6.38 |",
 		"| 10,000 | 0 | 0 | – | 0 | 0 | – | 0 | 0 | – |",
+		"The commands each call's script ran (INFO commandstats' calls, the median)",
+		"| 10 | 16 | 12 | 15 | 12 |",
 	)
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // setUpScripts are scripts that only set up what a script's slow path sets
@@ -40,7 +41,7 @@ func setUpScripts() map[string]string {
 //
 //	go test -run '^$' -bench ScriptSetUp -count 3 ./internal/bench
 func BenchmarkScriptSetUp(b *testing.B) {
-	rdb := ownClient(b)
+	rdb := redistest.OwnClient(b, 0)
 	ctx := context.Background()
 	scripts := setUpScripts()
 	for _, name := range []string{"nothing", "tables", "closures"} {

@@ -83,6 +83,21 @@ func Own(tb testing.TB) string {
 	return "redis://" + addr + "/0"
 }
 
+// OwnClient returns a client of a Redis of tb's own (Own), closed when tb
+// ends: for benchmarks that read INFO commandstats, which nothing else may
+// add to. poolSize is its most connections; 0 keeps go-redis's default.
+func OwnClient(tb testing.TB, poolSize int) *redis.Client {
+	tb.Helper()
+	opt, err := redis.ParseURL(Own(tb))
+	if err != nil {
+		tb.Fatalf("redistest: parse Redis URL: %v", err)
+	}
+	opt.PoolSize = poolSize
+	rdb := redis.NewClient(opt)
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
 // startCluster starts ClusterMasters masters and a replica of each,
 // assigns the slots, joins the nodes, and waits until every node reports
 // the cluster ok and every replica is in sync. It returns the masters'
