@@ -468,18 +468,15 @@ local function unblock(c)
   end
 end
 
--- The pace of a shared log: its slots are given on a schedule of one a
--- slot interval (window / limit), kept in the class's hash (field 'n' and
--- the log's key): the time from which its next slot may be given. After a
--- slot given at p, it is a slot interval after the earlier of p and the
--- schedule; a slot given late (a moved place left its log without room
--- until then) does not push the schedule back, so the slots after it
--- catch up as their room comes; the schedule starts again from p when p
--- is more than a window behind it (the log was idle).
+-- The pace of a shared log: the place its lines gave last, kept in the
+-- class's hash (field 'p' and the log's key). While the log is paced, its
+-- next place is at least a slot interval (window / limit) after it, so no
+-- two places given are closer than that, and no slot left unused is given
+-- later in a burst (docs/FAIRNESS.md, "Pacing").
 local paces = {}
 local function pace(c, k)
   if paces[k] == nil then
-    paces[k] = tonumber(redis.call('HGET', kclass(c), 'n' .. k)) or false
+    paces[k] = tonumber(redis.call('HGET', kclass(c), 'p' .. k)) or false
   end
   return paces[k]
 end
@@ -487,46 +484,41 @@ end
 local function advance(c, rules, p)
   for _, r in ipairs(rules) do
     if r.s == 1 and r.a == 'sliding-log' then
-      local i, n = math.floor(r.w / r.l), pace(c, r.k)
-      local nx = p + i
-      if n and p - n <= r.w then
-        nx = math.min(n, p) + i
-      end
-      paces[r.k] = nx
-      redis.call('HSET', kclass(c), 'n' .. r.k, num(nx))
+      local last = math.max(pace(c, r.k) or p, p)
+      paces[r.k] = last
+      redis.call('HSET', kclass(c), 'p' .. r.k, num(last))
     end
   end
 end
 
 -- earliest returns the earliest time at or after `at` at which every rule
 -- of f fits: of its own rules, and of its shared ones. With `paced`, a
--- shared log that has been full within its last two windows (a backlog waits
--- for it: the time is kept in the class's hash, field 'f' and its key)
--- also waits for its pace (above), so that a backlog is given its slots at
--- the rule's rate, spread out, and not in bursts: a log keeps the shape of
--- a burst (ten admissions at one instant leave it together a window
--- later), and the next slot is then never more than a slot interval away
--- for a flow that starts waiting. A rule with room to spare, such as a
--- large daily quota, is not paced.
+-- shared log that held a backlog back within its last two windows (full,
+-- or by its pace: the time is kept in the class's hash, field 'f' and its
+-- key) also waits for its pace (above). A log keeps the shape of a burst
+-- (ten admissions at one instant leave it together a window later); paced,
+-- its slots are given spread at the rule's rate, and the next one is never
+-- more than a slot interval past the places given for a flow that starts
+-- waiting. A rule with room to spare, such as a large daily quota, is not
+-- paced.
 local function earliest(f, at, paced)
   local own, shared = at, at
   for _, r in ipairs(f.rules) do
     local x = free(r, at, f.c)
     if r.s == 1 then
-      shared = math.max(shared, x)
       if paced and r.a == 'sliding-log' then
         local field = 'f' .. r.k
+        local full = tonumber(redis.call('HGET', kclass(f.c), field))
+        local last = pace(f.c, r.k)
+        if full and now - full <= 2 * r.w and last then
+          x = math.max(x, last + math.floor(r.w / r.l))
+        end
         if x > at then
+          -- Full, or held back by its pace: a backlog still waits for it.
           redis.call('HSET', kclass(f.c), field, num(now))
         end
-        local full = tonumber(redis.call('HGET', kclass(f.c), field))
-        local n = pace(f.c, r.k)
-        if full and now - full <= 2 * r.w and n then
-          -- At most a slot interval past the lead: a pace set under a
-          -- smaller limit (before a reload) holds nothing back longer.
-          shared = math.max(shared, math.min(n, now + leadOf(f.c) + math.floor(r.w / r.l)))
-        end
       end
+      shared = math.max(shared, x)
     else
       own = math.max(own, x)
     end
@@ -562,13 +554,16 @@ local function order(c)
 end
 
 -- served updates the credits of class c after a grant to level l, in
--- hundredths of a grant: each ready level less urgent than l earns the
--- reserve, and a level that has 100 - reserve (one grant in every
--- 100 / reserve) is served first, and spends it.
+-- hundredths of a grant: each ready level but the most urgent earns the
+-- reserve for every grant to another level, and a level that has
+-- 100 - reserve is served first, and spends it. So each earns exactly one
+-- grant in 100 / reserve of all grants while it waits, however many
+-- levels wait (a level that earned only from the levels above it would
+-- get less than that while a level below it spent its own).
 local function served(c, l, readyLevels, credit)
   for _, m in ipairs(readyLevels) do
     local k = 'r' .. m
-    if m > l then
+    if m ~= l and m > readyLevels[1] then
       credit[k] = math.min(100 - reserve, (credit[k] or 0) + reserve)
       redis.call('HSET', kclass(c), k, credit[k])
     elseif m == l and (credit[k] or 0) >= 100 - reserve then
@@ -732,7 +727,13 @@ end
 local function takeOver(c, f, here, unlessNear)
   local head = redis.call('LINDEX', kline(c, f.l, f.tn), 0)
   local s = tonumber(redis.call('ZSCORE', kready(c, f.l), f.tn))
-  if not head or unentry(head).id ~= here or not s or redis.call('ZRANGE', kready(c, f.l), 0, 0)[1] ~= f.tn then
+  if not head or unentry(head).id ~= here or not s then
+    return false, false
+  end
+  -- First of its level: no ready flow has a smaller start tag (a flow
+  -- that starts waiting starts at V, level with the flow served last).
+  local first = redis.call('ZRANGE', kready(c, f.l), 0, 0, 'WITHSCORES')
+  if tonumber(first[2]) < s then
     return false, false
   end
   for l = 1, f.l - 1 do
@@ -761,7 +762,7 @@ local function takeOver(c, f, here, unlessNear)
   end
   for _, a in ipairs(ahead) do
     local g = a.g
-    if g.l > f.l or (g.l == f.l and held[a.who] >= 2) then
+    if g.l > f.l or (g.l == f.l and (held[a.who] >= 2 or redis.call('LLEN', kline(c, g.l, g.t)) > 0)) then
       -- here takes the slot at p, or now if p has passed. In a log where
       -- the bumped task held as many members at p, it takes them over one
       -- for one, which changes no count, and when p has passed moves them

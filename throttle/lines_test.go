@@ -53,7 +53,8 @@ type lineSim struct {
 	due     map[int64][]string // arrivals by time
 	moving  map[string]bool    // tasks on their way to a worker
 	sends   []simSend
-	parked  int // outcomes Parked
+	parked  int        // outcomes Parked
+	watch   *paceWatch // when set, reads a log after every call
 }
 
 const simStart = int64(1_800_000_000_000_000) // a time in microseconds
@@ -111,6 +112,9 @@ func (s *lineSim) arrive(id string, delivered bool) {
 	})
 	if err != nil {
 		s.t.Fatalf("arrive %s at +%v: %v", id, s.elapsed(), err)
+	}
+	if s.watch != nil {
+		s.watch.look(s)
 	}
 	switch turn.Outcome {
 	case throttle.Admitted:
@@ -170,6 +174,9 @@ func (s *lineSim) step() {
 	turn, err := s.ls.Dispatch(context.Background())
 	if err != nil {
 		s.t.Fatalf("dispatch at +%v: %v", s.elapsed(), err)
+	}
+	if s.watch != nil {
+		s.watch.look(s)
 	}
 	s.granted(turn)
 }
@@ -341,6 +348,32 @@ func TestLinesPriority(t *testing.T) {
 	})
 }
 
+// TestLinesReserveThreeLevels: with three levels waiting (a backlog at
+// priority 1 that could take every slot, and backlogs at 3 and at 5), each
+// less urgent level gets its reserve, a tenth of the sends, over 10
+// windows (50 of 500; 45 when a level earned its credit only from the
+// levels above it).
+func TestLinesReserveThreeLevels(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 50, Window: time.Second})
+		s.enqueue("urgent", 1, 800)
+		s.enqueue("normal", 3, 150)
+		s.enqueue("bulk", 5, 150)
+		s.run(12 * time.Second)
+		s.checkWindows()
+		c := s.count(time.Second, 11*time.Second)
+		all := c["urgent"] + c["normal"] + c["bulk"]
+		for _, tenant := range []string{"normal", "bulk"} {
+			// The span's edges may cut one grant of the ten.
+			if c[tenant] < all/10-1 {
+				t.Errorf("%s got %d of %d sends (%v), want its reserve of a tenth", tenant, c[tenant], all, c)
+			}
+		}
+		t.Logf("sends over 10 windows: %v", c)
+	})
+}
+
 // TestLinesLateArrivals: granted tasks that reach a worker after their
 // place (a fetch of 400 ms, longer than the first lead) are sent when they
 // come, their places moved to then, never at a place that has passed; the
@@ -381,10 +414,13 @@ func TestLinesVaryingDeliveries(t *testing.T) {
 		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 50, Window: time.Second})
 		s.fetch = 20_000
 		s.jitter = []int64{0, 40_000, 120_000, 380_000, 70_000, 10_000, 160_000}
+		s.watchPaces(prefix)
 		s.enqueue("acme", 3, 400)
 		s.enqueue("globex", 3, 400)
+		s.watch.from = s.now + 1
 		s.run(30 * time.Second)
 		s.checkWindows()
+		s.checkPaces()
 		if len(s.sends) != 800 {
 			t.Fatalf("%d of 800 tasks sent", len(s.sends))
 		}
@@ -393,14 +429,15 @@ func TestLinesVaryingDeliveries(t *testing.T) {
 		if mean > 60*time.Millisecond {
 			t.Errorf("a granted task waited %v at its worker on average, want at most 60ms", mean)
 		}
-		// Each late task delays its own slot's next turn by its lateness,
-		// as the window counts it from the send, but not the slots after
-		// it: the pace catches up. Some of the rate is lost (a tenth at
-		// most here; 0.84 of it was used when a late slot pushed back
-		// every slot after it), never a window exceeded.
+		// A late task's place moves to its send, and its slot's next turn
+		// comes that much later; the pace, which never gives two places
+		// closer than a slot interval, does not catch up on it (0.94 of
+		// the rule was used when it did, in bursts). Some of the rate is
+		// lost (0.87 was used here when this was written), never a window
+		// exceeded.
 		c := s.count(3*time.Second, 13*time.Second)
-		if n := c["acme"] + c["globex"]; n < 450 {
-			t.Errorf("%d sends in windows 3 to 13, want at least 0.9 of 500", n)
+		if n := c["acme"] + c["globex"]; n < 425 {
+			t.Errorf("%d sends in windows 3 to 13, want at least 0.85 of 500", n)
 		}
 	})
 }
