@@ -58,9 +58,15 @@ func runCounter(t *testing.T, rdb redis.UniversalClient, key string, c counterCa
 	if c.record {
 		rec = "1"
 	}
-	raw, err := counterScript.Run(context.Background(), rdb, []string{key}, string(c.alg), c.limit, c.window, c.cost, c.now, rec).Int64Slice()
+	return counterReplyOf(t, counterScript.Run(context.Background(), rdb, []string{key}, string(c.alg), c.limit, c.window, c.cost, c.now, rec))
+}
+
+// counterReplyOf reads the driver's reply.
+func counterReplyOf(t *testing.T, cmd *redis.Cmd) counterReply {
+	t.Helper()
+	raw, err := cmd.Int64Slice()
 	if err != nil {
-		t.Fatalf("counters %s on %s: %v", c.alg, key, err)
+		t.Fatalf("counters: %v", err)
 	}
 	if len(raw) != 4 {
 		t.Fatalf("driver replied %v", raw)
@@ -395,9 +401,11 @@ func TestCounterExpiry(t *testing.T) {
 					}
 					return rawKey(prefix, fmt.Sprint(name, attempt))
 				}
-				ttl := pexpireOf(t, rdb, setup, func(key string) {
+				ttl := pexpireOf(t, rdb, setup, func(key string) scriptCall {
 					now := redisNow(t, rdb)
-					r := runCounter(t, rdb, key, counterCall{tc.alg, tc.limit, tc.window, tc.cost, now, true})
+					return scriptCall{counterScript, []string{key}, []any{string(tc.alg), tc.limit, tc.window, tc.cost, now, "1"}}
+				}, func(res *redis.Cmd) {
+					r := counterReplyOf(t, res)
 					if !r.Allowed || r.Reset <= 0 {
 						t.Fatalf("first call on an empty key = %+v", r)
 					}

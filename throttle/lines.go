@@ -236,7 +236,8 @@ func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 
 // Drop takes task id, which no longer exists (deleted from its queue), out
 // of its line; if it had a grant its task never claimed, the places go
-// with it. A task that is in no line is not an error.
+// with it, and the dispatch loops of every process are woken (Wakeups) to
+// give the slot again. A task that is in no line is not an error.
 func (ls *Lines) Drop(ctx context.Context, id string) error {
 	if ls.l.err != nil {
 		return ls.l.err
@@ -245,11 +246,15 @@ func (ls *Lines) Drop(ctx context.Context, id string) error {
 	if _, err := ls.run(ctx, group, append(ls.args("drop", group), id)); err != nil {
 		return fmt.Errorf("throttle: drop %s from the lines: %w", id, err)
 	}
+	if err := ls.publishWake(ctx, group); err != nil {
+		return fmt.Errorf("throttle: drop %s from the lines: %w", id, err)
+	}
 	return nil
 }
 
 // Wake makes the lines of class (a task type) look for slots to give at
-// the next Dispatch or arrival, whatever they found before: call it after
+// the next Dispatch or arrival, whatever they found before, and wakes the
+// dispatch loops of every process to do so now (Wakeups): call it after
 // making room that the lines did not make, such as a window reset by
 // hand (policies.ResetTenant does). Until then a waiting class is looked
 // at when its next slot was due, and tasks of its waiting tenants that
@@ -261,6 +266,9 @@ func (ls *Lines) Wake(ctx context.Context, class string) error {
 	}
 	group := encodeKeyPart(DefaultGroup)
 	if _, err := ls.run(ctx, group, append(ls.args("wake", group), encodeKeyPart(class))); err != nil {
+		return fmt.Errorf("throttle: wake the lines of %s: %w", class, err)
+	}
+	if err := ls.publishWake(ctx, group); err != nil {
 		return fmt.Errorf("throttle: wake the lines of %s: %w", class, err)
 	}
 	return nil
@@ -304,7 +312,8 @@ type FlowRules struct {
 // flow given no Checks keeps the rules it has: its tasks were parked under
 // rules, and a flow without any would be given every slot at once (a
 // reload that no longer limits a task type frees its tasks as they
-// arrive, not the ones parked).
+// arrive, not the ones parked). It wakes the dispatch loops of every
+// process (Wakeups), as the new rules may have room.
 func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 	if ls.l.err != nil {
 		return ls.l.err
@@ -338,6 +347,11 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 	group := encodeKeyPart(DefaultGroup)
 	if _, err := ls.run(ctx, group, append(ls.args("refresh", group), string(enc))); err != nil {
 		return fmt.Errorf("throttle: refresh the waiting flows: %w", err)
+	}
+	if len(batch) > 0 {
+		if err := ls.publishWake(ctx, group); err != nil {
+			return fmt.Errorf("throttle: refresh the waiting flows: %w", err)
+		}
 	}
 	return nil
 }

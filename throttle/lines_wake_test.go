@@ -224,3 +224,42 @@ func TestLinesLateClaimBeforeReap(t *testing.T) {
 		}
 	})
 }
+
+// TestLinesWakeups: Wake, Refresh and Drop, called through one limiter,
+// each wake a subscriber of another (Wakeups), on a single Redis and
+// across a cluster's nodes.
+func TestLinesWakeups(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		woken, stop, err := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)).Lines(throttle.LinesConfig{}).Wakeups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls := l.Lines(throttle.LinesConfig{})
+		checks := []throttle.LineCheck{{Check: throttle.Check{Key: "provider", Policy: throttle.Policy{Limit: 1, Window: time.Hour}, Cost: 1}, Shared: true}}
+		calls := []struct {
+			name string
+			call func() error
+		}{
+			{"Wake", func() error { return ls.Wake(ctx, "sms:send") }},
+			{"Refresh", func() error {
+				return ls.Refresh(ctx, []throttle.FlowRules{{Flow: throttle.Flow{Class: "sms:send", Priority: 3, Tenant: "acme"}, Checks: checks}})
+			}},
+			{"Drop", func() error { return ls.Drop(ctx, "no-such-task") }},
+		}
+		for _, c := range calls {
+			if err := c.call(); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			select {
+			case <-woken:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s woke no subscriber within 30 s", c.name)
+			}
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

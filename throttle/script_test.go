@@ -361,22 +361,43 @@ func TestScriptSearchBoundaries(t *testing.T) {
 	}
 }
 
-// pexpireOf returns the TTL in milliseconds that run set on a key: the key's
-// PEXPIRETIME less the millisecond run ran in. It retries, with setup giving
-// a fresh key each time, until the Redis clock read before and after run is
-// in one millisecond, so the figure is exact.
-func pexpireOf(t *testing.T, rdb redis.UniversalClient, setup func(attempt int) string, run func(key string)) int64 {
+// scriptCall is a script call whose effect on a key's TTL pexpireOf
+// measures.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// pexpireOf returns the TTL in milliseconds that a script call set on a
+// key: the key's PEXPIRETIME less the millisecond the call ran in. The
+// call runs in one MULTI between two TIMEs on the key's node, so the two
+// are microseconds apart; it retries, with setup giving a fresh key each
+// time, until they fall in one millisecond, so the figure is exact. The
+// script must be loaded (setup loads it); reply gets the call's reply.
+func pexpireOf(t *testing.T, rdb redis.UniversalClient, setup func(attempt int) string, call func(key string) scriptCall, reply func(*redis.Cmd)) int64 {
 	t.Helper()
+	ctx := context.Background()
 	gone := 0 // attempts whose key had expired when read
 	for attempt := range 200 {
 		key := setup(attempt)
-		before := redisNow(t, rdb)
-		run(key)
-		after := redisNow(t, rdb)
-		if before/1000 != after/1000 {
+		c := call(key)
+		node := nodeOf(t, rdb, key)
+		var before, after *redis.TimeCmd
+		var res *redis.Cmd
+		if _, err := node.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			before = p.Time(ctx)
+			res = p.EvalSha(ctx, c.script.Hash(), c.keys, c.args...)
+			after = p.Time(ctx)
+			return nil
+		}); err != nil {
+			t.Fatalf("TIME, the script and TIME on %s: %v", key, err)
+		}
+		reply(res)
+		if before.Val().UnixMilli() != after.Val().UnixMilli() {
 			continue
 		}
-		at, err := rdb.PExpireTime(context.Background(), key).Result()
+		at, err := rdb.PExpireTime(ctx, key).Result()
 		if err != nil {
 			t.Fatalf("PEXPIRETIME %s: %v", key, err)
 		}
@@ -389,10 +410,25 @@ func pexpireOf(t *testing.T, rdb redis.UniversalClient, setup func(attempt int) 
 		if at < 0 {
 			t.Fatalf("PEXPIRETIME %s = %v: no expiry set", key, at)
 		}
-		return at.Milliseconds() - before/1000
+		return at.Milliseconds() - before.Val().UnixMilli()
 	}
-	t.Fatalf("the Redis clock never stayed within one millisecond around a script call, or the key had expired when read (%d times)", gone)
+	t.Fatalf("TIME changed its millisecond around the script in every call, or the key had expired when read (%d times)", gone)
 	return 0
+}
+
+// nodeOf returns the client of the node that holds key: rdb itself unless
+// it is a cluster's.
+func nodeOf(t *testing.T, rdb redis.UniversalClient, key string) redis.Cmdable {
+	t.Helper()
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return rdb
+	}
+	node, err := cc.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatalf("the node of %s: %v", key, err)
+	}
+	return node
 }
 
 // TestScriptExpiry: every call sets the window's TTL to floor(reset/1000)+1
@@ -434,8 +470,12 @@ func TestScriptExpiry(t *testing.T) {
 					}
 					return key
 				}
-				got := pexpireOf(t, rdb, setup, func(key string) {
-					runAt(t, rdb, now, []string{key}, tc.mode, "", 0, check{limit, tc.window, 1})
+				got := pexpireOf(t, rdb, setup, func(key string) scriptCall {
+					return scriptCall{fixedClock(t, now), []string{key}, []any{tc.mode, "", 0, limit, tc.window, 1, "sliding-log"}}
+				}, func(res *redis.Cmd) {
+					if _, err := throttle.ScriptReply(res, tc.window); err != nil {
+						t.Fatalf("allow.lua: %v", err)
+					}
 				})
 				if got != tc.want {
 					t.Errorf("TTL set = %d ms, want %d", got, tc.want)

@@ -25,6 +25,7 @@ type fairLines struct {
 	park   time.Duration
 	logger *slog.Logger
 	nudge  chan struct{} // wakes the dispatch loop: a task was parked
+	idle   time.Duration // the longest the dispatch loop sleeps: lineIdle
 }
 
 // moveRetries is how many times a granted task still active (its worker
@@ -111,6 +112,14 @@ func (t *Throttle) RunLines(ctx context.Context) {
 	if f == nil {
 		return
 	}
+	// Woken at once when another process makes room (a reset, a reload,
+	// a grant dropped), not at the end of its sleep.
+	woken, unsubscribe, err := f.lines.Wakeups(ctx)
+	if err != nil {
+		f.logger.Warn("the dispatch loop will not be woken by other processes, only by its own timer", "err", err)
+	} else {
+		defer func() { _ = unsubscribe() }()
+	}
 	var refreshed *policies.Policies
 	for {
 		if cur := t.policies.Current(); cur != refreshed && t.refreshLines(ctx, cur) {
@@ -119,14 +128,14 @@ func (t *Throttle) RunLines(ctx context.Context) {
 		dctx, cancel := context.WithTimeout(ctx, t.timeout)
 		turn, err := f.lines.Dispatch(dctx)
 		cancel()
-		sleep := lineIdle
+		sleep := f.idle
 		if err != nil {
 			f.logger.Debug("could not dispatch the fair lines", "err", err)
 			sleep = t.backoff
 		} else {
 			f.move(ctx, turn.Granted)
 			if turn.Wake >= 0 {
-				sleep = min(turn.Wake, lineIdle)
+				sleep = min(turn.Wake, f.idle)
 			}
 		}
 		timer := time.NewTimer(sleep)
@@ -138,6 +147,8 @@ func (t *Throttle) RunLines(ctx context.Context) {
 			timer.Stop()
 			return
 		case <-f.nudge:
+			timer.Stop()
+		case <-woken:
 			timer.Stop()
 		case <-timer.C:
 		}

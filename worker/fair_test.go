@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -114,5 +115,56 @@ func TestFairNewcomer(t *testing.T) {
 				t.Errorf("first come first served: only %d of the backlog's sends before the newcomer's last", ahead)
 			}
 		})
+	}
+}
+
+// TestFairResetWakesTheLines: a tenant's SMS parked behind its own rule of
+// 1 an hour is sent once an admin reset, from another client, empties the
+// tenant's window, although the worker's dispatch loop sleeps an hour
+// between looks: the reset wakes it (Lines.Wakeups).
+func TestFairResetWakesTheLines(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
+	q := redistest.Queue(t, rdb)
+	p, err := policies.Parse(t.Name(), []byte(`
+tasks:
+  sms:send:
+    - {name: hourly, scope: tenant, limit: 1, window: 1h}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(smsRecorder, 10)
+	srv, err := worker.NewServer(rdb, worker.Config{
+		ThrottleConfig: worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval},
+		Policies:       policies.Static(p), SMS: sent, Email: provider.LogProvider{},
+		Queues: map[string]int{q: 1}, Prefix: prefix, ShutdownTimeout: 5 * time.Second, Concurrency: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.SetLineIdle(srv, time.Hour)
+	ctx, stop := testwait.RunServer(t, srv)
+	t.Cleanup(stop)
+	pc := producer.NewClientFromRedisClient(rdb)
+	for range 2 {
+		if _, err := pc.EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.Receive(t, sent, "the first SMS")
+	testwait.Eventually(t, func() (bool, string) {
+		flows, err := srv.Lines().Waiting(ctx, 10)
+		return err == nil && len(flows) == 1 && flows[0].InLine == 1, fmt.Sprintf("waiting %+v (%v)", flows, err)
+	})
+	admin := redistest.Client(t) // another client, as the admin CLI is
+	if _, _, err := policies.ResetTenant(ctx, admin, prefix, p, "sms:send", "", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Receive(t, sent, "the second SMS, after the reset")
+	if extra := testwait.Drain(sent); len(extra) > 0 {
+		t.Errorf("%d more SMS sent than enqueued", len(extra))
 	}
 }

@@ -114,7 +114,8 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 		// A granted task reaches a worker within an idle worker's fetch
 		// interval: its place is given that much ahead, and 50 ms more.
 		lines := limiter.Lines(throttle.LinesConfig{Lead: fetch + 50*time.Millisecond})
-		t.fair = &fairLines{lines: lines, rdb: cfg.QueueRedis, park: park, logger: t.logger, nudge: make(chan struct{}, 1)}
+		t.fair = &fairLines{lines: lines, rdb: cfg.QueueRedis, park: park, logger: t.logger, nudge: make(chan struct{}, 1),
+			idle: lineIdle}
 	}
 	return t, nil
 }

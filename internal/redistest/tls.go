@@ -29,12 +29,13 @@ const SluiceUser = "sluice"
 // SluiceACL are the ACL rules of a Redis user that can run Sluice's
 // workers and producers and nothing else, as for ACL SETUSER: the keys of
 // the limiter under its default prefix "sluice:" and asynq's "asynq:", the
-// Pub/Sub channels of asynq (task cancellation), and the commands that
+// Pub/Sub channels of asynq (task cancellation) and of the fair lines
+// (their wake-ups), and the commands that
 // asynq, the limiter's scripts and go-redis's connection setup send, found
 // in their source and checked by the tests that run under this user, which
 // fail when Redis logs a command the user was refused (see CheckACLLog).
 // docs/WORKERS.md shows the same rules.
-const SluiceACL = "resetkeys ~sluice:* ~asynq:* resetchannels &asynq:* -@all " +
+const SluiceACL = "resetkeys ~sluice:* ~asynq:* resetchannels &asynq:* &sluice:* -@all " +
 	"+ping +hello +eval +evalsha +multi +exec +time +publish +subscribe " +
 	"+get +set +setex +del +exists +expire +expireat +pexpire +pttl +incr " +
 	"+hget +hmget +hgetall +hset +hdel +lpush +rpush +lpop +lindex +llen +lrem +rpoplpush +sadd +srem +smembers " +
