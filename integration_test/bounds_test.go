@@ -18,11 +18,11 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// TestFairBoundsThroughCLIs drains a backlog of 1,200 SMS of one tenant
+// TestFairBoundsThroughCLIs drains a backlog of 800 SMS of one tenant
 // through two worker processes (tenant and provider rules of 50 a second,
 // the default margin), while newcomers (a tenant's first 3 SMS) and urgent
 // SMS (the backlog's tenant at priority 1) are enqueued with cmd/enqueue
-// at random times, about one a second. Every newcomer's first send and
+// at random times, about one every 0.7 s. Every newcomer's first send and
 // every urgent send must reach the provider within the bound of
 // docs/FAIRNESS.md, slot interval + fetch interval + 100 ms (21 + 100 +
 // 100 ms), counted from before its enqueue started, and behind no more of
@@ -32,7 +32,7 @@ import (
 // does not stretch the waits it counts.
 func TestFairBoundsThroughCLIs(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a drain of 25 s a backend")
+		t.Skip("a drain of 20 s a backend")
 	}
 	t.Run("single", func(t *testing.T) {
 		fairBounds(t, redistest.URL(t), redistest.Client(t))
@@ -68,7 +68,7 @@ type boundsDrain struct {
 // policies' default margin, the worker's default fetch interval.
 const (
 	boundsLimit   = 50
-	boundsBacklog = 1200
+	boundsBacklog = 800
 	boundsMargin  = 50 * time.Millisecond
 	boundsFetch   = 100 * time.Millisecond
 	boundsSlot    = (time.Second + boundsMargin) / boundsLimit
@@ -123,7 +123,7 @@ tasks:
 	var visitors []visitor
 	total := backlog
 	for sent() < backlog-3*limit {
-		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
+		time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
 		if len(visitors)%2 == 0 {
 			id := fmt.Sprintf("new%d", len(visitors))
 			visitors = append(visitors, enqueue(id, id, 3))
@@ -276,7 +276,7 @@ func roundAll(ds []time.Duration) []time.Duration {
 // "Margin").
 func TestProviderCountUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a drain of 25 s")
+		t.Skip("a drain of 20 s")
 	}
 	for range 2 {
 		burner := exec.Command("sh", "-c", "while :; do :; done")
