@@ -526,6 +526,13 @@ local function earliest(f, at, paced)
   return own, shared
 end
 
+-- shareOf is the reserve each less urgent level earns while n levels have
+-- ready flows: the configured one, cut so that the levels below the most
+-- urgent can never be owed every grant (at most 100 / n each).
+local function shareOf(n)
+  return math.min(reserve, math.floor(100 / n))
+end
+
 -- order returns the levels of class c with ready flows in the order they
 -- are served (a level owed a grant by its reserve first, then the most
 -- urgent), the ready levels, and the credits.
@@ -537,10 +544,13 @@ local function order(c)
   end
   for l = 1, levels do
     if redis.call('EXISTS', kready(c, l)) == 1 then
-      if reserve > 0 and (credit['r' .. l] or 0) >= 100 - reserve then
-        owed[#owed + 1] = l
-      end
       rest[#rest + 1] = l
+    end
+  end
+  local share = shareOf(#rest)
+  for _, l in ipairs(rest) do
+    if share > 0 and (credit['r' .. l] or 0) >= 100 - share then
+      owed[#owed + 1] = l
     end
   end
   local all = {}
@@ -554,20 +564,20 @@ local function order(c)
 end
 
 -- served updates the credits of class c after a grant to level l, in
--- hundredths of a grant: each ready level but the most urgent earns the
--- reserve for every grant to another level, and a level that has
--- 100 - reserve is served first, and spends it. So each earns exactly one
--- grant in 100 / reserve of all grants while it waits, however many
--- levels wait (a level that earned only from the levels above it would
--- get less than that while a level below it spent its own).
+-- hundredths of a grant: each ready level but the most urgent earns its
+-- share (shareOf) for every grant to another level, and a level that has
+-- 100 - share is served first, and spends it. So each gets exactly one
+-- grant in 100 / share of all grants while it waits, however many levels
+-- wait, and the most urgent level keeps at least as many.
 local function served(c, l, readyLevels, credit)
+  local share = shareOf(#readyLevels)
   for _, m in ipairs(readyLevels) do
     local k = 'r' .. m
     if m ~= l and m > readyLevels[1] then
-      credit[k] = math.min(100 - reserve, (credit[k] or 0) + reserve)
+      credit[k] = math.min(100, (credit[k] or 0) + share)
       redis.call('HSET', kclass(c), k, credit[k])
-    elseif m == l and (credit[k] or 0) >= 100 - reserve then
-      credit[k] = credit[k] - (100 - reserve)
+    elseif m == l and (credit[k] or 0) >= 100 - share then
+      credit[k] = credit[k] - (100 - share)
       redis.call('HSET', kclass(c), k, credit[k])
     end
   end

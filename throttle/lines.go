@@ -40,8 +40,8 @@ const (
 	DefaultReserve = 10
 
 	// MaxReserve is the largest LinesConfig.Reserve: a larger one is taken
-	// as this. At half, each less urgent level is served as often as the
-	// one above it.
+	// as this. With n levels waiting, each less urgent one gets at most
+	// 100 / n percent, so the most urgent always keeps as much.
 	MaxReserve = 50
 
 	// DefaultMaxGrants is LinesConfig.MaxGrants's default.
@@ -73,8 +73,8 @@ type LinesConfig struct {
 	Late time.Duration
 
 	// Reserve is the share of grants, in percent (1 to MaxReserve), that each
-	// waiting priority less urgent than the one served is owed, so that no
-	// priority starves.
+	// waiting priority less urgent than the most urgent one waiting is owed,
+	// so that no priority starves; cut to 100 / n with n levels waiting.
 	Reserve int
 
 	// MaxGrants is the most grants one call gives a class.

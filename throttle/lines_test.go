@@ -374,6 +374,29 @@ func TestLinesReserveThreeLevels(t *testing.T) {
 	})
 }
 
+// TestLinesReserveAtMost: at the largest reserve, 50, with three levels
+// waiting, the two less urgent levels cannot be owed every grant between
+// them: each gets a third of the sends, and so does the most urgent.
+func TestLinesReserveAtMost(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
+		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 30, Window: time.Second})
+		s.ls = throttle.ClockedLines(l.Lines(throttle.LinesConfig{Reserve: throttle.MaxReserve}), s.clock)
+		s.enqueue("urgent", 1, 300)
+		s.enqueue("normal", 3, 300)
+		s.enqueue("bulk", 5, 300)
+		s.run(12 * time.Second)
+		s.checkWindows()
+		c := s.count(time.Second, 11*time.Second)
+		all := c["urgent"] + c["normal"] + c["bulk"]
+		for _, tenant := range []string{"urgent", "normal", "bulk"} {
+			if c[tenant] < all*3/10 {
+				t.Errorf("%s got %d of %d sends (%v), want about a third", tenant, c[tenant], all, c)
+			}
+		}
+	})
+}
+
 // TestLinesLateArrivals: granted tasks that reach a worker after their
 // place (a fetch of 400 ms, longer than the first lead) are sent when they
 // come, their places moved to then, never at a place that has passed; the
