@@ -33,6 +33,11 @@ var (
 	// ErrInvalidConfig reports a Limiter built with a nil client or a bad
 	// option; every call of such a Limiter returns it.
 	ErrInvalidConfig = errors.New("invalid limiter configuration")
+
+	// ErrNotWoken: Wake, Refresh or Drop did what it was asked, but Redis
+	// refused to publish the wake-up (Wakeups), so other processes' dispatch
+	// loops see it at their next look, within a second, not at once.
+	ErrNotWoken = errors.New("the lines' wake-up was not published")
 )
 
 // Quote quotes s for an error message or a response, as %q does, cut short

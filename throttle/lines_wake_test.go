@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -262,4 +264,41 @@ func TestLinesWakeups(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestLinesWakeRefused: a Redis user that may not publish on the lines'
+// channel still wakes the lines (Wake makes the class due, as Dispatch
+// then shows by giving its slot), and the error says only the wake-up
+// went unpublished: ErrNotWoken.
+func TestLinesWakeRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := redistest.Client(t)
+	user := "nopub-" + strings.TrimSuffix(redistest.Prefix(t), ":")
+	if err := admin.Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	opt := *admin.Options()
+	opt.Username, opt.Password = user, "pw"
+	rdb := redis.NewClient(&opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	ls := throttle.NewLimiter(rdb, throttle.WithPrefix(redistest.Prefix(t))).Lines(throttle.LinesConfig{})
+	checks := []throttle.LineCheck{{Check: throttle.Check{Key: "provider", Policy: throttle.Policy{Limit: 1, Window: time.Hour}, Cost: 1}, Shared: true}}
+	for i, id := range []string{"a", "b"} {
+		turn, err := ls.Arrive(ctx, throttle.Arrival{Class: "sms:send", Tenant: "acme", Queue: "q", ID: id, Checks: checks})
+		if want := []throttle.Outcome{throttle.Admitted, throttle.Parked}[i]; err != nil || turn.Outcome != want {
+			t.Fatalf("arrive %s: %v, %v; want %v", id, turn.Outcome, err, want)
+		}
+	}
+	if err := ls.Wake(ctx, "sms:send"); !errors.Is(err, throttle.ErrNotWoken) {
+		t.Fatalf("Wake = %v, want ErrNotWoken", err)
+	}
+	if err := ls.Drop(ctx, "b"); !errors.Is(err, throttle.ErrNotWoken) {
+		t.Fatalf("Drop = %v, want ErrNotWoken", err)
+	}
+	turn, err := ls.Dispatch(ctx)
+	if err != nil || turn.Wake >= 0 {
+		t.Errorf("Dispatch after the drop: %+v, %v: want nothing waiting (the drop was done)", turn, err)
+	}
 }

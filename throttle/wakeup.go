@@ -15,10 +15,10 @@ import (
 func (ls *Lines) wakeChannel(group string) string { return ls.base(group) + "qwake" }
 
 // publishWake tells every process's dispatch loop to look at the lines of
-// group now.
+// group now; a refusal is ErrNotWoken.
 func (ls *Lines) publishWake(ctx context.Context, group string) error {
 	if err := ls.l.rdb.Publish(ctx, ls.wakeChannel(group), "wake").Err(); err != nil {
-		return fmt.Errorf("publish a wake-up of the lines: %w", err)
+		return fmt.Errorf("%w: %w", ErrNotWoken, err)
 	}
 	return nil
 }

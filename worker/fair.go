@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -176,7 +177,12 @@ func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool 
 		}
 		refresh = append(refresh, fr)
 	}
-	if err := t.fair.lines.Refresh(ctx, refresh); err != nil {
+	err = t.fair.lines.Refresh(ctx, refresh)
+	switch {
+	case errors.Is(err, throttle.ErrNotWoken):
+		// Refreshed: only the other workers' loops were not told at once.
+		t.logger.Warn("gave the waiting flows the policies' rules, but could not wake the other workers", "err", err)
+	case err != nil:
 		t.logger.Debug("could not give the waiting flows the policies' rules", "err", err)
 		return false
 	}
