@@ -70,19 +70,7 @@ tasks:
 `, limit))
 	enqueue := func(tenant, id string, n int, more ...string) time.Time {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		args := append([]string{"sms", "--redis", url, "--queue", queue, "--tenant", tenant,
-			"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(n), "--id", id}, more...)
-		cmd := exec.CommandContext(ctx, enqueueBin, args...)
-		cmd.Env = readmeEnv()
-		if ca, ok := os.LookupEnv(cli.RedisCAFileEnv); ok {
-			cmd.Env = append(cmd.Env, cli.RedisCAFileEnv+"="+ca)
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("enqueue %s: %v\n%s", tenant, err, out)
-		}
-		return time.Now()
+		return enqueueSMS(t, enqueueBin, url, queue, tenant, id, n, more...)
 	}
 	waitSent := func(n int) {
 		t.Helper()
@@ -146,4 +134,23 @@ tasks:
 		t.Errorf("queue %s still holds %s", queue, left)
 	}
 	t.Logf("backlog sends before the newcomer's last: %d; before the urgent tasks' last: %d", ahead(newcomer, "initech-"), ahead(urgent, "urgent-"))
+}
+
+// enqueueSMS runs cmd/enqueue (bin) to put n SMS of tenant, IDs from id, on
+// queue through url, and returns when it returned, its tasks in Redis.
+func enqueueSMS(t *testing.T, bin, url, queue, tenant, id string, n int, more ...string) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := append([]string{"sms", "--redis", url, "--queue", queue, "--tenant", tenant,
+		"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(n), "--id", id}, more...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = readmeEnv()
+	if ca, ok := os.LookupEnv(cli.RedisCAFileEnv); ok {
+		cmd.Env = append(cmd.Env, cli.RedisCAFileEnv+"="+ca)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("enqueue %s: %v\n%s", tenant, err, out)
+	}
+	return time.Now()
 }
