@@ -228,8 +228,8 @@ func TestLinesLateClaimBeforeReap(t *testing.T) {
 }
 
 // TestLinesWakeups: Wake, Refresh and Drop, called through one limiter,
-// each wake a subscriber of another (Wakeups), on a single Redis and
-// across a cluster's nodes.
+// each wake a subscriber of another (Wakeups), on a single Redis and on
+// a cluster (where PUBLISH reaches every node).
 func TestLinesWakeups(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
