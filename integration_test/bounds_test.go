@@ -184,9 +184,9 @@ func (d boundsDrain) waits(t *testing.T, strict bool) ([]time.Duration, int) {
 // never admitted more than the limit in a window widened by the margin,
 // and no window of one second held more than the limit at the provider,
 // or of a tenant, unless strict is false and the window holds a send that
-// reached the provider later than the margin after its admission: the
-// margin is what absorbs that time (docs/WORKERS.md), and such a send is
-// logged.
+// reached the provider later than the margin after its admission (its
+// member as last read, moved to when it left if it left late): the margin
+// is what absorbs that time (docs/WORKERS.md), and such a send is logged.
 func (d boundsDrain) check(t *testing.T, strict bool) {
 	t.Helper()
 	seen := map[string]bool{}

@@ -51,3 +51,10 @@ var Fair = redis.NewScript(fairScript)
 // FairSource returns the text of the script Fair runs, for tests that build
 // variants of it, such as one whose clock is fixed.
 func FairSource() string { return fairScript }
+
+//go:embed restamp.lua
+var restampSource string
+
+// Restamp moves a late send's admission in the fair lines to now: see
+// restamp.lua for its KEYS, ARGV and reply.
+var Restamp = redis.NewScript(restampSource)

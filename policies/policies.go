@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -26,6 +27,8 @@ type Applied struct {
 	// Shared reports a rule of ScopeGlobal, whose window all tenants
 	// share: the fair lines share it among them (docs/FAIRNESS.md).
 	Shared bool
+	// Margin is what Check.Policy.Window was widened by (Rule.MarginFor).
+	Margin time.Duration
 }
 
 // For returns the rules that apply to a task of type taskType for tenant,
@@ -50,8 +53,10 @@ func (p *Policies) For(taskType, tenant string) []Applied {
 				pol = o
 			}
 		}
-		pol.Window += r.MarginFor(pol)
-		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}, Shadow: r.Shadow, Shared: r.Scope == ScopeGlobal}
+		margin := r.MarginFor(pol)
+		pol.Window += margin
+		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}, Shadow: r.Shadow,
+			Shared: r.Scope == ScopeGlobal, Margin: margin}
 	}
 	return out
 }

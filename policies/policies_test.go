@@ -449,28 +449,30 @@ func TestLoadErrors(t *testing.T) {
 
 // TestPoliciesFor resolves the rules of the example file for a task: one
 // limiter check per rule, keyed per tenant or globally, with the tenant's
-// override, widened by the rule's Margin, at a cost of 1.
+// override, widened by the rule's Margin (and saying by how much), at a
+// cost of 1.
 func TestPoliciesFor(t *testing.T) {
 	t.Parallel()
 	p, err := policies.Load(examplePolicies)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// widened is pol with the margin of the rule named name of taskType.
-	widened := func(taskType, name string, pol throttle.Policy) throttle.Policy {
+	// margin is the margin of pol under the rule named name of taskType.
+	margin := func(taskType, name string, pol throttle.Policy) time.Duration {
 		for _, r := range p.Rules(taskType) {
 			if r.Name == name {
-				pol.Window += r.MarginFor(pol)
-				return pol
+				return r.MarginFor(pol)
 			}
 		}
 		t.Fatalf("no rule %s of %s", name, taskType)
-		return pol
+		return 0
 	}
 	applied := func(taskType, name, key string, pol throttle.Policy) policies.Applied {
+		m := margin(taskType, name, pol)
+		pol.Window += m
 		// A global rule's key has no tenant: it is shared.
-		return policies.Applied{Rule: name, Check: throttle.Check{Key: key, Policy: widened(taskType, name, pol), Cost: 1},
-			Shared: strings.Count(key, "/") == 2}
+		return policies.Applied{Rule: name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1},
+			Shared: strings.Count(key, "/") == 2, Margin: m}
 	}
 	cases := []struct {
 		name     string

@@ -232,10 +232,10 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	t.fair.move(ctx, turn.Granted)
 	switch turn.Outcome {
 	case throttle.Admitted:
-		return nil
+		return t.fresh(ctx, id, applied, a.Checks, asked)
 	case throttle.Placed:
 		if t.waitPlace(ctx, turn.Wait) {
-			return nil
+			return t.fresh(ctx, id, applied, a.Checks, asked.Add(turn.Wait))
 		}
 		// Its place passes unused: it comes back as a new arrival.
 		return &provider.ThrottledError{RetryAfter: t.backoff, By: "place too close to the task's deadline, or task cancelled", Err: ctx.Err()}

@@ -1,0 +1,57 @@
+package throttle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/lua"
+)
+
+// restampSlack is how much further back than `late` Restamp looks for the
+// task's admission: the call itself takes time, and Redis's clock is not
+// the caller's.
+const restampSlack = 100 * time.Millisecond
+
+// Restamp moves the admission of task id, which these lines gave at most
+// late ago (on the caller's clock), to now in every sliding log of checks,
+// so that a send leaving late is counted in the windows the provider will
+// see it in (docs/FAIRNESS.md, "A late send is stamped again"). Counter
+// rules are left as they are. It reports false, moving nothing, when a log
+// no longer holds the admission (it was reset) or when the move would put
+// a window over its limit: the task must not be sent then.
+func (ls *Lines) Restamp(ctx context.Context, id string, checks []LineCheck, late time.Duration) (bool, error) {
+	fail := func(err error) (bool, error) {
+		return false, fmt.Errorf("throttle: restamp %s: %w", id, err)
+	}
+	if ls.l.err != nil {
+		return false, ls.l.err
+	}
+	if id == "" {
+		return fail(fmt.Errorf("%w: no task id", ErrInvalidKey))
+	}
+	all := make([]Check, len(checks))
+	for i, c := range checks {
+		all[i] = c.Check
+	}
+	keys, _, err := ls.l.resolve(all)
+	if err != nil {
+		return fail(err)
+	}
+	var logs []string
+	args := []any{id, (max(late, 0) + restampSlack).Microseconds()}
+	for i, c := range all {
+		if c.Policy.Algorithm.String() == SlidingLog.String() {
+			logs = append(logs, keys[i])
+			args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost)
+		}
+	}
+	if len(logs) == 0 {
+		return true, nil
+	}
+	n, err := lua.Restamp.Run(ctx, ls.l.rdb, logs, args...).Int()
+	if err != nil {
+		return fail(err)
+	}
+	return n == 1, nil
+}
