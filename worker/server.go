@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -73,6 +74,12 @@ type Config struct {
 	// ErrorHandler. status.Metrics and status.Activity are Observers. Nil
 	// means none.
 	Observers []Observer
+
+	// AllowEviction lets the server run on a Redis whose maxmemory-policy
+	// may evict keys, which Run and Ready otherwise refuse (ErrEvicting):
+	// an evicted log admits again what it counted. It says so once; a
+	// Redis that will not say its policy is then not warned of.
+	AllowEviction bool
 }
 
 // Server is a worker: an asynq server whose tasks pass the Throttle
@@ -84,6 +91,11 @@ type Server struct {
 	handler  asynq.Handler
 	throttle *Throttle
 	logger   *slog.Logger
+
+	allowEviction bool
+	// The warnings that Redis would not say its policy, and that it may
+	// evict but AllowEviction runs anyway: once each, not at every Ready.
+	unknownEviction, allowedEviction sync.Once
 }
 
 // NewServer returns a worker on rdb; the caller owns rdb and closes it after
@@ -140,6 +152,8 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		handler:  t.Middleware(Handler(sms, email)),
 		throttle: t,
 		logger:   cfg.Logger,
+
+		allowEviction: cfg.AllowEviction,
 	}, nil
 }
 
@@ -219,10 +233,15 @@ func (c Config) errorHandler() asynq.ErrorHandler {
 	})
 }
 
-// Run starts the server, runs until ctx is done, then shuts down gracefully:
+// Run refuses a Redis that may evict keys (ErrEvicting) unless
+// AllowEviction, then starts the server, runs until ctx is done, then
+// shuts down gracefully:
 // it stops fetching, waits up to ShutdownTimeout for running tasks, and
 // asynq puts back what did not finish.
 func (s *Server) Run(ctx context.Context) error {
+	if err := s.CheckEviction(ctx); err != nil {
+		return err
+	}
 	if err := s.srv.Start(s.handler); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
@@ -257,8 +276,8 @@ func (s *Server) Unthrottled() []string {
 func (s *Server) Lines() *throttle.Lines { return s.throttle.Lines() }
 
 // Ready reports whether the server can work: nil when Redis answers a
-// PING within ctx and policies are loaded. It is the /readyz check of
-// status.OpsHandler.
+// PING within ctx, its maxmemory-policy evicts no keys (or AllowEviction)
+// and policies are loaded. It is the /readyz check of status.OpsHandler.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.policies.Current() == nil {
 		return errors.New("no policies loaded")
@@ -266,5 +285,5 @@ func (s *Server) Ready(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	return nil
+	return s.CheckEviction(ctx)
 }

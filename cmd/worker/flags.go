@@ -31,7 +31,7 @@ type flags struct {
 	decisionTimeout, maxHold               *time.Duration
 	providerHold, metricsAddr, logLevel    *string
 	fairness                               *string
-	metricsTenants, demo                   *bool
+	metricsTenants, demo, allowEviction    *bool
 	demoTasks                              *int
 }
 
@@ -62,6 +62,7 @@ func newFlags() *flags {
 	f.providerHold = fs.String("provider-hold", "account", "whose sends a provider's 429 holds back in every worker: account (all tenants) or tenant")
 	f.metricsAddr = fs.String("metrics-addr", "", "serve /metrics, /healthz, /readyz and the status page at `host:port` (such as 127.0.0.1:9464); none when empty")
 	f.metricsTenants = fs.Bool("metrics-tenants", false, "add sluice_tenant_decisions_total, with a tenant label (a time series per tenant)")
+	f.allowEviction = fs.Bool("allow-eviction", false, "run on a Redis whose maxmemory-policy may evict keys (refused by default: an evicted log admits again what it counted, so limits are exceeded)")
 	f.logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 	f.demo = fs.Bool("demo", false, "run the demo (see above); of the other flags it uses only --redis, --policies, --demo-tasks and --log-level")
 	f.demoTasks = fs.Int("demo-tasks", demo.DefaultTasks, fmt.Sprintf("how many SMS the demo enqueues, `N` from %d to %d; the built-in policies allow 5 a second, and the demo stops after %s", demo.MinTasks, demo.MaxTasks, demo.TimeoutRule))
@@ -132,6 +133,7 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 		Queues:          qs,
 		Prefix:          *f.prefix,
 		ShutdownTimeout: *f.shutdown,
+		AllowEviction:   *f.allowEviction,
 	}
 	if *f.failOpen {
 		cfg.FailureMode = throttle.FailOpen

@@ -84,6 +84,7 @@ var env = map[string]string{
 	"provider-hold":    "SLUICE_PROVIDER_HOLD",
 	"fairness":         "SLUICE_FAIRNESS",
 	"log-level":        "SLUICE_LOG_LEVEL",
+	"allow-eviction":   "SLUICE_ALLOW_EVICTION",
 	"smtp-addr":        "SLUICE_SMTP_ADDR",
 	"smtp-from":        "SLUICE_SMTP_FROM",
 	"smtp-user":        "SLUICE_SMTP_USER",
@@ -140,6 +141,9 @@ func run(ctx context.Context, args []string) int {
 		return fail(err)
 	}
 	defer w.close()
+	if err := w.srv.CheckEviction(ctx); err != nil {
+		return fail(err)
+	}
 	reloadOnHUP(cfg.Policies, logger)()
 
 	// The first line says what the worker enforces; a warning for each

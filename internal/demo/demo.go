@@ -256,6 +256,8 @@ func (r *runner) newServer(policyFile *policies.File, logger *slog.Logger) (*wor
 		Queues:          map[string]int{r.queue: 1},
 		Prefix:          r.prefix,
 		ShutdownTimeout: 10 * time.Second,
+		// miniredis has no maxmemory-policy to read, and evicts nothing.
+		AllowEviction: r.broker.embedded != nil,
 		ErrorHandler: asynq.ErrorHandlerFunc(func(_ context.Context, task *asynq.Task, err error) {
 			if provider.IsThrottled(err) {
 				r.mu.Lock()

@@ -36,7 +36,7 @@ const SluiceUser = "sluice"
 // fail when Redis logs a command the user was refused (see CheckACLLog).
 // docs/WORKERS.md shows the same rules.
 const SluiceACL = "resetkeys ~sluice:* ~asynq:* resetchannels &asynq:* &sluice:* -@all " +
-	"+ping +hello +eval +evalsha +multi +exec +time +publish +subscribe " +
+	"+ping +hello +eval +evalsha +multi +exec +time +info +publish +subscribe " +
 	"+get +set +setex +del +exists +expire +expireat +pexpire +pttl +incr " +
 	"+hget +hmget +hgetall +hset +hdel +lpush +rpush +lpop +lindex +llen +lrem +rpoplpush +sadd +srem +smembers " +
 	"+zadd +zrem +zcard +zcount +zscore +zrange +zrevrange +zrangebyscore +zremrangebyscore +zremrangebyrank"
