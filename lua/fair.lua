@@ -21,7 +21,8 @@ writes, and 'q' after the tag is a kind of key no window uses.
   <base>ql:<c>:<l>:<t> list   the flow's waiting tasks: "<#queue>:<queue><id>"
   <base>qf:<c>:<l>:<t> hash   f: finish tag, w: weight, r: rules (JSON)
   <base>qt             hash   task id -> JSON {s = 'W' waiting | 'G' granted,
-                              c, l, t, q, p (place), S (start tag)}
+                              c, l, t, q, p (place), S (start tag), r (SHA-1
+                              of the rules the grant was given under)}
   <base>qg             zset   granted task ids by place
   <base>qw             zset   classes with waiting flows, by when to look
   <base>qn:<c>:<b>     hash   grants per tenant in share span b (now / span),
@@ -365,7 +366,7 @@ local function flow(c, l, tn)
   if not f then
     local h = redis.call('HMGET', k, 'f', 'w', 'r')
     f = {c = c, l = l, tn = tn, key = k, f = tonumber(h[1]) or 0, w = tonumber(h[2]) or 1,
-      rules = h[3] and cjson.decode(h[3]) or {}, known = h[3] ~= nil}
+      rules = h[3] and cjson.decode(h[3]) or {}, raw = h[3] or '', known = h[3] ~= nil}
     flows[k] = f
   end
   return f
@@ -600,7 +601,10 @@ local function grant(f, s, p, here, swapped)
   else
     -- Times go as text: cjson keeps 14 digits of a number. g is the time
     -- of the grant, from which its delivery is timed.
-    redis.call('HSET', ktasks, e.id, cjson.encode({s = 'G', c = f.c, l = f.l, t = f.tn, q = e.q, p = num(p), S = tag(s), g = num(now)}))
+    -- r: the stored rules it was given under, which its claim checks
+    -- against the rules in force.
+    redis.call('HSET', ktasks, e.id, cjson.encode({s = 'G', c = f.c, l = f.l, t = f.tn, q = e.q, p = num(p), S = tag(s), g = num(now),
+      r = redis.sha1hex(f.raw)}))
     redis.call('ZADD', kgrants, p, e.id)
   end
   redis.call('HSET', kclass(f.c), 'v' .. f.l, tag(s))
@@ -959,7 +963,7 @@ local f
 local function ownFlow()
   if not f then
     f = flow(c, l, tn)
-    f.w, f.rules, f.known = weight, rules, true
+    f.w, f.rules, f.raw, f.known = weight, rules, ARGV[14], true
     redis.call('HSET', f.key, 'w', tag(weight), 'r', ARGV[14], 'f', tag(f.f))
     redis.call('PEXPIRE', f.key, flowTTL)
   end
@@ -971,7 +975,12 @@ if arrival then
   arrival = redis.call('HGET', ktasks, id)
 end
 local task = arrival and cjson.decode(arrival)
-if task and task.s == 'G' then
+if task and task.s == 'G' and task.r ~= redis.sha1hex(ARGV[14]) then
+  -- A grant given under other rules than the task brings, those of the
+  -- policies in force (a reload, or a stored copy damaged or forged), is
+  -- taken back: the task is placed again under its own.
+  takeBack(id, task)
+elseif task and task.s == 'G' then
   -- A granted task claims its grant. Before its place, its places become
   -- its admission there, and it waits for it. After it, up to `late`,
   -- they become its admission now, when every log allows that (movable),
