@@ -7,3 +7,9 @@ var ToFront = toFront
 
 // SetLineIdle sets the longest sleep of srv's dispatch loop, before it runs.
 func SetLineIdle(srv *Server, d time.Duration) { srv.throttle.fair.idle = d }
+
+// SetDamageTimes sets how long after its last sight a refusal of Redis
+// counts as repaired, and the longest backoff from one, before srv runs.
+func SetDamageTimes(srv *Server, forget, most time.Duration) {
+	srv.throttle.damage.forget, srv.throttle.damage.most = forget, most
+}

@@ -130,10 +130,16 @@ func (t *Throttle) RunLines(ctx context.Context) {
 		turn, err := f.lines.Dispatch(dctx)
 		cancel()
 		sleep := f.idle
-		if err != nil {
+		switch {
+		case isDamage(err):
+			f.logger.Debug("could not dispatch the fair lines", "err", err)
+			t.damage.note("the fair lines' dispatch", err)
+			sleep = t.damage.backoff(t.backoff)
+		case err != nil:
 			f.logger.Debug("could not dispatch the fair lines", "err", err)
 			sleep = t.backoff
-		} else {
+		default:
+			t.damage.ok()
 			f.move(ctx, turn.Granted)
 			if turn.Wake >= 0 {
 				sleep = min(turn.Wake, f.idle)
@@ -165,6 +171,9 @@ func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool 
 	flows, err := t.fair.lines.Waiting(ctx, throttle.MaxFlows)
 	if err != nil {
 		t.logger.Debug("could not list the waiting flows to give them the policies' rules", "err", err)
+		if isDamage(err) {
+			t.damage.note("the fair lines' list of waiting flows", err)
+		}
 		return false
 	}
 	refresh := make([]throttle.FlowRules, 0, len(flows))
@@ -184,6 +193,9 @@ func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool 
 		t.logger.Warn("gave the waiting flows the policies' rules, but could not wake the other workers", "err", err)
 	case err != nil:
 		t.logger.Debug("could not give the waiting flows the policies' rules", "err", err)
+		if isDamage(err) {
+			t.damage.note("the fair lines' refresh of the policies' rules", err)
+		}
 		return false
 	}
 	return true

@@ -276,14 +276,19 @@ func (s *Server) Unthrottled() []string {
 func (s *Server) Lines() *throttle.Lines { return s.throttle.Lines() }
 
 // Ready reports whether the server can work: nil when Redis answers a
-// PING within ctx, its maxmemory-policy evicts no keys (or AllowEviction)
-// and policies are loaded. It is the /readyz check of status.OpsHandler.
+// PING within ctx, has refused none of the server's calls in the last
+// minute (a damaged key: the error names it), its maxmemory-policy evicts no
+// keys (or AllowEviction) and policies are loaded. It is the /readyz
+// check of status.OpsHandler.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.policies.Current() == nil {
 		return errors.New("no policies loaded")
 	}
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
+	}
+	if err := s.throttle.damage.Err(); err != nil {
+		return err
 	}
 	return s.CheckEviction(ctx)
 }

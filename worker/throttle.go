@@ -48,6 +48,7 @@ type Throttle struct {
 	fair *fairLines // nil: first come, first served
 
 	outage *throttle.Outage // logs the limiter going down and up, once each way
+	damage *damage          // Redis refusing calls: a damaged key, memory full
 
 	stopOnce sync.Once
 	stopping chan struct{}
@@ -84,6 +85,7 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 		what = "tasks run without a decision (fail-open)"
 	}
 	t.outage = throttle.NewOutage(t.logger, "limiter unavailable: "+what, "limiter available again")
+	t.damage = &damage{logger: t.logger, forget: damageForget, most: damageBackoff}
 	if t.backoff <= 0 {
 		t.backoff = DefaultLimiterRetry
 	}
@@ -271,10 +273,16 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 }
 
 // undecided says what follows a limiter call that failed (e.Err): the
-// outage is noted, and the task runs (nil, fail-open) or comes back later.
+// outage (or Redis's refusal) is noted, and the task runs (nil, fail-open)
+// or comes back later.
 func (t *Throttle) undecided(ctx context.Context, id string, e DecisionEvent) error {
 	err := e.Err
-	if ctx.Err() == nil {
+	refused := isDamage(err)
+	switch {
+	case refused:
+		// Not an outage: Redis answers, but not for this task's keys.
+		t.damage.note("the decision of a "+e.TaskType+" task of tenant "+e.Tenant, err)
+	case ctx.Err() == nil:
 		t.outage.Observe(err, "latency", e.Latency)
 	}
 	t.logger.Debug("limiter did not decide", "task", id, "latency", e.Latency, "err", err)
@@ -287,6 +295,10 @@ func (t *Throttle) undecided(ctx context.Context, id string, e DecisionEvent) er
 		t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)",
 			"task", id, "type", e.TaskType, "tenant", e.Tenant, "latency", e.Latency, "err", err)
 		return nil
+	case refused:
+		// Back later than from an outage: a damaged key stays damaged
+		// until someone repairs it, and the task must not spin.
+		return &provider.ThrottledError{RetryAfter: t.damage.most, By: "Redis refused the decision", Err: err}
 	}
 	return &provider.ThrottledError{RetryAfter: t.backoff, By: "limiter unavailable", Err: err}
 }
