@@ -81,7 +81,9 @@ once by the first case below (as {1, 0, -1, 0}); otherwise
   by       parked: the rule (1-based, in ARGV[14]) it waits for: the one
            that frees last, or the first shared one; else 0
   qi, idi  tasks given a grant that wait parked in asynq: the caller moves
-           each to the front of its queue
+           each to the front of its queue; a pair whose qi is "" says, in
+           idi, what Redis refused in a flow or class this call skipped
+           (a damaged key: see `damaged` below)
 ]]
 
 local t = redis.call('TIME')
@@ -451,7 +453,9 @@ local function reap()
   for _, id in ipairs(lapsed) do
     local raw = redis.call('HGET', ktasks, id)
     if raw then
-      takeBack(id, cjson.decode(raw))
+      -- A grant whose keys fail is left until they are repaired (its
+      -- task, should it come, is refused by them itself).
+      pcall(function() takeBack(id, cjson.decode(raw)) end)
     else
       redis.call('ZREM', kgrants, id)
     end
@@ -630,6 +634,48 @@ end
 -- pick returns the flow of class c to serve next, its start tag and the
 -- place it would get; or nil and whether the shared rules are full (and
 -- until when), and whether flows were blocked or dropped on the way.
+-- Damage. A key that Redis refuses (of the wrong type) or that holds what
+-- the script cannot read stops only what uses it: a flow whose keys fail
+-- is set aside (blocked) for asideFor, a class whose keys fail waits as
+-- long, and the reply says what was refused, so that the worker can say
+-- it. `refusals` holds those messages.
+local asideFor = 30000000
+local refusals = {}
+
+-- errText is the text of an error raised by a Redis command or by Lua.
+local function errText(e)
+  if type(e) == 'table' then
+    return tostring(e.err)
+  end
+  return tostring(e)
+end
+
+-- culprit names the first key of flow (c, l, tn) of the wrong type, if any.
+local function culprit(c, l, tn)
+  local want = {[kline(c, l, tn)] = 'list', [kflow(c, l, tn)] = 'hash'}
+  local ok, h = pcall(redis.call, 'HGET', kflow(c, l, tn), 'r')
+  local ok2, rules = pcall(cjson.decode, ok and h or '[]')
+  for _, r in ipairs(ok2 and type(rules) == 'table' and rules or {}) do
+    if type(r) == 'table' and type(r.k) == 'string' then
+      want[r.k] = r.a == 'sliding-log' and 'zset' or 'hash'
+    end
+  end
+  for k, kind in pairs(want) do
+    local got = redis.call('TYPE', k).ok
+    if got ~= 'none' and got ~= kind then
+      return 'key ' .. k .. ' is a ' .. got .. ', not a ' .. kind
+    end
+  end
+end
+
+-- damaged sets flow (c, l, tn) aside for asideFor, with what was refused.
+local function damaged(c, l, tn, err)
+  refusals[#refusals + 1] = culprit(c, l, tn) or
+    ('the line of ' .. c .. ', level ' .. l .. ', tenant ' .. tn .. ': ' .. errText(err))
+  redis.call('ZREM', kready(c, l), tn)
+  redis.call('ZADD', kblocked(c), num(now + asideFor), l .. ':' .. tn)
+end
+
 local function pick(c, levelsInOrder, here)
   local lead = leadOf(c)
   local horizon = now + lead
@@ -637,21 +683,34 @@ local function pick(c, levelsInOrder, here)
   for _, l in ipairs(levelsInOrder) do
     local rf = redis.call('ZRANGE', kready(c, l), 0, scan - 1, 'WITHSCORES')
     for i = 1, #rf, 2 do
-      local f = flow(c, l, rf[i])
-      local head = redis.call('LINDEX', kline(c, l, f.tn), 0)
-      if not head then
+      -- Every key a grant of the flow writes is read here first, guarded:
+      -- one that Redis refuses (a damaged key) sets the flow aside, before
+      -- anything of it is written, and the others are served.
+      local ok, f = pcall(flow, c, l, rf[i])
+      local err, head, own, shared = f, nil, nil, nil
+      if ok then
+        ok, head = pcall(redis.call, 'LINDEX', kline(c, l, f.tn), 0)
+        err = head
+      end
+      if ok and head then
+        local at = math.max(now, horizon - tolerance)
+        if unentry(head).id == here then
+          at = now
+        end
+        ok, own, shared = pcall(earliest, f, at, true)
+        err = own
+      end
+      if not ok then
+        damaged(c, l, rf[i], err)
+        changed = true
+      elseif not head then
         redis.call('ZREM', kready(c, l), f.tn)
         changed = true
       else
-        -- A parked task needs a lead to reach a worker; the tolerance it
-        -- may come late by is taken off, so that a step that runs a little
-        -- after a slot came within the lead still gives that slot, not a
-        -- later one.
-        local at = math.max(now, horizon - tolerance)
-        if unentry(head).id == here then
-          at = now -- at a worker already: it needs no time to arrive
-        end
-        local own, shared = earliest(f, at, true)
+        -- (earliest above: a parked task needs a lead to reach a worker;
+        -- the tolerance it may come late by is taken off, so that a step
+        -- that runs a little after a slot came within the lead still gives
+        -- that slot, not a later one; a task at a worker needs no time.)
         if not f.known then
           -- Its rules are gone (its hash expired): not given a slot blind;
           -- its next task to come brings them.
@@ -841,6 +900,9 @@ local function reply(outcome, wait, by)
   for _, v in ipairs(out) do
     r[#r + 1] = v
   end
+  for _, m in ipairs(refusals) do
+    r[#r + 1], r[#r + 2] = '', m
+  end
   return r
 end
 
@@ -885,7 +947,14 @@ reap()
 if mode == 'dispatch' then
   local due = redis.call('ZRANGE', kwake, '-inf', num(now), 'BYSCORE', 'LIMIT', 0, 8)
   for _, c in ipairs(due) do
-    step(c, out)
+    -- A class whose own keys fail waits asideFor; the others go on. What
+    -- step wrote before it failed stands: its reads come before its
+    -- writes, so that is a blocked flow at most, or a grant not replied.
+    local ok, err = pcall(step, c, out)
+    if not ok then
+      refusals[#refusals + 1] = 'the lines of ' .. c .. ': ' .. errText(err)
+      redis.call('ZADD', kwake, num(now + asideFor), c)
+    end
   end
   return reply(0, 0)
 end

@@ -160,6 +160,9 @@ type Turn struct {
 	// Granted are parked tasks given a place by this call, to be moved to
 	// the front of their queues.
 	Granted []Grant
+	// Refused says what Redis refused in the flows and classes this call
+	// set aside for a while (a damaged key), serving the others.
+	Refused []string
 	// By is, for Parked, the index in Arrival.Checks of the check the task
 	// waits for: the one with room last, or the first shared one when the
 	// task waits for its turn; -1 otherwise.
@@ -429,6 +432,10 @@ func (ls *Lines) run(ctx context.Context, group string, args []any) (Turn, error
 	for i := 4; i+1 < len(reply); i += 2 {
 		q, _ := reply[i].(string)
 		id, _ := reply[i+1].(string)
+		if q == "" {
+			t.Refused = append(t.Refused, id)
+			continue
+		}
 		t.Granted = append(t.Granted, Grant{Queue: q, ID: id})
 	}
 	return t, nil

@@ -140,6 +140,9 @@ func (t *Throttle) RunLines(ctx context.Context) {
 			sleep = t.backoff
 		default:
 			t.damage.ok()
+			for _, r := range turn.Refused {
+				t.damage.note("the fair lines' dispatch", errors.New(r))
+			}
 			f.move(ctx, turn.Granted)
 			if turn.Wake >= 0 {
 				sleep = min(turn.Wake, f.idle)
@@ -241,6 +244,9 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 		return t.undecided(ctx, id, e)
 	}
 	t.outage.Observe(nil, "latency", e.Latency)
+	for _, r := range turn.Refused {
+		t.damage.note("the fair lines, at an arrival", errors.New(r))
+	}
 	t.fair.move(ctx, turn.Granted)
 	switch turn.Outcome {
 	case throttle.Admitted:
