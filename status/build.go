@@ -25,6 +25,11 @@ func (s *statusPage) build(p *policies.Policies, tenants []SeenTenant, reads []p
 	if s.cfg.Refresh > 0 {
 		d.Refresh = max(1, int(s.cfg.Refresh.Round(time.Second)/time.Second))
 	}
+	if s.cfg.Refused != nil {
+		if err := s.cfg.Refused(); err != nil {
+			d.Refused = err.Error()
+		}
+	}
 	// The throttled backlog, first: the windows' rows show their share.
 	waits := backlog{}
 	for _, q := range s.cfg.Queues {

@@ -75,6 +75,11 @@ type PageConfig struct {
 	// the process ID, "host (pid 4242)".
 	Name string
 
+	// Refused reports what Redis has refused the worker lately (damaged
+	// keys: worker.Server.Refused); nil for nothing. The page shows it
+	// at the top.
+	Refused func() error
+
 	// Lines are the fair lines the workers serve tasks through, when
 	// fairness is on (worker.Server.Lines); nil for none. The page then
 	// shows, per task type, each waiting tenant's tasks in line by

@@ -10,6 +10,7 @@ type statusData struct {
 	RedisErr     string // the first read that failed, "" when none did
 	Failed       int    // how many did
 	Reads        int
+	Refused      string // PageConfig.Refused's error, "" when none
 
 	MaxTenants int
 	Forget     string

@@ -270,6 +270,11 @@ func (s *Server) Unthrottled() []string {
 	return out
 }
 
+// Refused reports what Redis has refused the server in the last minute
+// (damaged keys, a full Redis: docs/OPERATING.md), nil when nothing, for
+// status.PageConfig.Refused; Ready fails with it too.
+func (s *Server) Refused() error { return s.throttle.damage.Err() }
+
 // Lines returns the fair lines the server serves tasks through, for
 // status.PageConfig.Lines; nil when it serves first come, first served
 // (FairnessOff).
@@ -287,7 +292,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	if err := s.throttle.damage.Err(); err != nil {
+	if err := s.Refused(); err != nil {
 		return err
 	}
 	return s.CheckEviction(ctx)

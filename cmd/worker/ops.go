@@ -58,6 +58,7 @@ func newWorker(rdb redis.UniversalClient, cfg worker.Config, ops net.Listener, t
 		Queues:   slices.Collect(maps.Keys(cfg.Queues)),
 		Prefix:   cfg.Prefix,
 		Lines:    srv.Lines(),
+		Refused:  srv.Refused,
 	})
 	if err != nil {
 		return nil, err
