@@ -1,16 +1,17 @@
 // Command admin answers an operator's questions about a running Sluice:
 // how much of each window a tenant has used, which tasks wait throttled in
 // asynq's retry sets, whether a policies file is valid; and it resets a
-// tenant's windows.
+// tenant's windows, or a global one.
 //
 //	admin usage     --redis URL --policies FILE --tenant T [--type sms:send] [--prefix P] [--json]
 //	admin reset     --redis URL --policies FILE --tenant T [--type X] [--rule R] [--prefix P] [--yes]
+//	admin reset-global --redis URL --policies FILE --type X --rule R [--prefix P] [--yes]
 //	admin validate  FILE
 //	admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
 //
 // --redis names one server (redis://), a Redis Cluster (redis+cluster://)
 // or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
-// The logic is in packages policies (Usage, ResetTenant, Parse) and worker
+// The logic is in packages policies (Usage, ResetTenant, ResetGlobal, Parse) and worker
 // (RetrySet), which a status page calls too; this command parses flags and
 // prints.
 //
@@ -40,6 +41,7 @@ import (
 const synopsis = `
 usage: admin usage     --redis URL --policies FILE --tenant T [--type TYPE] [--prefix P] [--json]
        admin reset     --redis URL --policies FILE --tenant T [--type TYPE] [--rule R] [--prefix P] [--yes]
+       admin reset-global --redis URL --policies FILE --type TYPE --rule R [--prefix P] [--yes]
        admin validate  FILE
        admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
 
@@ -49,6 +51,11 @@ usage      how much of each window tenant T has used: every rule of each task
 reset      empties T's own windows (rules of scope tenant; never a global
            window, shared by every tenant). Without --yes it only says what
            it would reset, and exits 2.
+reset-global
+           empties the window of global rule R of TYPE, whatever its key
+           holds (a damaged key): every tenant's sends in it are forgotten,
+           so up to a window's worth more may go at once. Without --yes it
+           only says what it would reset, and exits 2.
 validate   checks a policies file ("-" for standard input) and prints what
            it enforces; no Redis needed.
 throttled  lists the tasks that wait throttled in asynq's retry sets, and
@@ -84,6 +91,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Commands: []cli.Subcommand{
 			{Name: "usage", Run: func(args []string) int { return runUsage(ctx, args, stdout, stderr) }},
 			{Name: "reset", Run: func(args []string) int { return runReset(ctx, args, stdout, stderr) }},
+			{Name: "reset-global", Run: func(args []string) int { return runResetGlobal(ctx, args, stdout, stderr) }},
 			{Name: "validate", Run: func(args []string) int { return runValidate(args, stdin, stdout, stderr) }},
 			{Name: "throttled", Run: func(args []string) int { return runThrottled(ctx, args, stdout, stderr) }},
 		},
