@@ -164,10 +164,9 @@ type DrainStrategy struct {
 	// share (see shareWindows); nil in a scenario without weights.
 	Shares *ShareResult `json:"shares,omitempty"`
 
-	// Newcomer and Urgent are the joiners' waits (see joiners); nil when
-	// the drain ended before the joiner came.
-	Newcomer *JoinResult `json:"newcomer,omitempty"`
-	Urgent   *JoinResult `json:"urgent,omitempty"`
+	// Joiners are the joiners' waits (see joiners), in their order; nil
+	// for one that the drain ended before.
+	Joiners []*JoinResult `json:"joiners"`
 
 	// Processes holds each worker process's own counters.
 	Processes []DrainProcess `json:"processes"`
@@ -469,10 +468,10 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 // setJoiners measures each joiner enqueued at joined[i] (zero: it was
 // not) in receipts.
 func (got *DrainStrategy) setJoiners(start time.Time, joined []time.Time, receipts []sink.Receipt) {
-	results := []**JoinResult{&got.Newcomer, &got.Urgent} // as joiners
+	got.Joiners = make([]*JoinResult, len(joiners))
 	for i, j := range joiners {
 		if !joined[i].IsZero() {
-			*results[i] = j.result(start, joined[i], receipts)
+			got.Joiners[i] = j.result(start, joined[i], receipts)
 		}
 	}
 }
@@ -518,7 +517,7 @@ func awaitDrain(ctx context.Context, r *runner, plan *drainPlan, st drainStrateg
 					if joined[i], err = j.enqueue(ctx, r.rdb, plan, queue); err != nil {
 						return joined, err
 					}
-					want += joinTasks
+					want += j.tasks
 				}
 			}
 			if provider.Unique() >= want || now.After(deadline) {

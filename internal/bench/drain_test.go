@@ -62,21 +62,21 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 		}
 		// Every task was sent once and the provider never failed; every
 		// run either sent or returned throttled; every send was admitted.
-		if s.Newcomer == nil {
-			t.Errorf("%s: no newcomer: it comes a third of the way through the ideal drain", where)
+		if len(s.Joiners) != len(joiners) || s.Joiners[0] == nil {
+			t.Errorf("%s: joiners %v: want %d, the first at 5%% of the ideal drain", where, s.Joiners, len(joiners))
 		}
 		if s.RedisCPUUsPerDelivered <= 0 {
 			t.Errorf("%s: Redis CPU per task %v", where, s.RedisCPUUsPerDelivered)
 		}
 		c := s.DrainCounts
 		sends := int64(dr.Tasks)
-		for _, j := range []*JoinResult{s.Newcomer, s.Urgent} {
+		for i, j := range s.Joiners {
 			if j == nil {
 				continue
 			}
-			sends += joinTasks
-			if len(j.WaitsMs) != joinTasks {
-				t.Errorf("%s: a joiner's waits %v, want %d", where, j.WaitsMs, joinTasks)
+			sends += int64(joiners[i].tasks)
+			if len(j.WaitsMs) != joiners[i].tasks || j.Kind != joiners[i].kind || j.FirstMs != slices.Min(j.WaitsMs) {
+				t.Errorf("%s: joiner %d (%s of %d SMS): %+v", where, i, joiners[i].kind, joiners[i].tasks, j)
 			}
 		}
 		if c.Sends != sends || c.SendErrors != 0 || c.Failed != 0 || c.LimiterErrors != 0 ||

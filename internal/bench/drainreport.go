@@ -143,31 +143,52 @@ func reportDrainResults(w io.Writer, dr *DrainResult) {
 	}
 }
 
-// reportJoiners writes the table of the joiners' waits in each
-// strategy's drain: the newcomer's and the urgent tasks'.
+// reportJoiners writes the distribution of the joiners' waits in each
+// strategy's drain: the newcomers' first SMS and the urgent SMS, against
+// the bound.
 func reportJoiners(w io.Writer, dr *DrainResult) {
-	fmt.Fprintf(w, "\nTwo joiners: a third of the way through the ideal drain, a *newcomer*, a tenant with nothing waiting, "+
-		"enqueues %d SMS behind the backlog; half way through, the tenant with the largest backlog enqueues %d *urgent* "+
-		"SMS, of priority 1 (the backlog's are 3). Each wait is from the enqueue to the provider; *backlog ahead* counts "+
-		"the other tasks' arrivals between that enqueue and the joiner's last arrival. The bound for fair service, for "+
-		"a newcomer's first SMS and an urgent one, is the provider rule's slot (window ÷ limit) plus the fetch interval "+
-		"plus 100 ms: %s ms here.\n\n", joinTasks, joinTasks, thousands(newcomerBoundMs(dr)))
-	fmt.Fprintf(w, "| strategy | joiner | enqueued at s | waits ms | most ms | backlog ahead |\n|---|---|---:|---|---:|---:|\n")
+	bound := newcomerBoundMs(dr)
+	fmt.Fprintf(w, "\nJoiners: %d *newcomers*, tenants with nothing waiting, each enqueue %d SMS behind the backlog, at 5%%, 15%%, ... 95%% "+
+		"of the ideal drain; %d *urgent* SMS of priority 1 (the backlog's are 3) of the tenant with the largest backlog come "+
+		"at 10%%, 20%%, ... 100%%. Each wait is from the enqueue to the provider: a newcomer's first SMS, and each urgent one. "+
+		"The bound for fair service is the provider rule's slot (window ÷ limit) plus the fetch interval plus 100 ms: %s ms "+
+		"here. *Backlog ahead* is the most arrivals of the backlog's tasks between a joiner's enqueue and its first arrival.\n\n",
+		joinCount, joinTasks, joinCount, thousands(bound))
+	fmt.Fprintf(w, "| strategy | joiner | waits | median ms | p90 ms | worst ms | over %s ms | backlog ahead, most | not come |\n", thousands(bound))
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range dr.Strategies {
-		for _, j := range []struct {
-			name string
-			r    *JoinResult
-		}{{"newcomer", s.Newcomer}, {"urgent", s.Urgent}} {
-			if j.r == nil {
-				fmt.Fprintf(w, "| %s | %s | not enqueued: the drain ended first | | | |\n", s.Name, j.name)
+		for _, kind := range []string{"newcomer", "urgent"} {
+			var waits []float64
+			over, ahead, missing := 0, 0, 0
+			for i := range joiners {
+				var j *JoinResult
+				if i < len(s.Joiners) {
+					j = s.Joiners[i]
+				}
+				switch {
+				case joiners[i].kind != kind:
+				case j == nil || len(j.WaitsMs) == 0:
+					missing++
+				default:
+					waits = append(waits, j.FirstMs)
+					if kind == "urgent" {
+						waits = append(waits[:len(waits)-1], j.WaitsMs...)
+					}
+					ahead = max(ahead, j.BacklogAhead)
+				}
+			}
+			slices.Sort(waits)
+			for _, ms := range waits {
+				if ms > bound {
+					over++
+				}
+			}
+			if len(waits) == 0 {
+				fmt.Fprintf(w, "| %s | %s | 0 | | | | | | %d |\n", s.Name, kind, missing)
 				continue
 			}
-			waits := make([]string, len(j.r.WaitsMs))
-			for i, ms := range j.r.WaitsMs {
-				waits[i] = thousands(ms)
-			}
-			fmt.Fprintf(w, "| %s | %s | %.2f | %s | %s | %s |\n", s.Name, j.name, j.r.AtSeconds, strings.Join(waits, ", "),
-				thousands(j.r.MaxWaitMs), thousands(float64(j.r.BacklogAhead)))
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %d | %d | %d |\n", s.Name, kind, len(waits),
+				thousands(median(waits)), thousands(percentileOf(waits, 90)), thousands(waits[len(waits)-1]), over, ahead, missing)
 		}
 	}
 }

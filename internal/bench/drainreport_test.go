@@ -150,3 +150,38 @@ func TestPointMeasurements(t *testing.T) {
 		t.Errorf("contenders %q, want %q", names, want)
 	}
 }
+
+// TestReportJoiners: the joiners' table gives each kind's waits (a
+// newcomer's first SMS, every urgent SMS), their median, p90 and worst,
+// how many were over the bound (window ÷ limit + fetch + 100 ms: 205 ms
+// here), the most backlog ahead, and the joiners that did not come.
+func TestReportJoiners(t *testing.T) {
+	t.Parallel()
+	dr := testDrain()
+	s := &dr.Strategies[0]
+	s.Joiners = make([]*JoinResult, len(joiners))
+	for i, j := range joiners {
+		switch {
+		case i == len(joiners)-1:
+			// The last urgent SMS did not come: the drain had ended.
+		case j.kind == "newcomer":
+			first := float64(10 * (i + 1)) // 10, 30, 50, ... 190
+			s.Joiners[i] = &JoinResult{Kind: j.kind, WaitsMs: []float64{first + 300, first, first + 600}, FirstMs: first, BacklogAhead: i}
+		default:
+			ms := 100 + float64(20*i) // 120, 160, ... 440 for the 9 that came
+			s.Joiners[i] = &JoinResult{Kind: j.kind, WaitsMs: []float64{ms}, FirstMs: ms, BacklogAhead: 1}
+		}
+	}
+	var b strings.Builder
+	reportJoiners(&b, dr)
+	for _, want := range []string{
+		"| strategy | joiner | waits | median ms | p90 ms | worst ms | over 205 ms | backlog ahead, most | not come |",
+		"| sluice | newcomer | 10 | 100 | 170 | 190 | 0 | 18 | 0 |",
+		"| sluice | urgent | 9 | 280 | 440 | 440 | 6 | 1 | 1 |",
+		"| per-process | newcomer | 0 | | | | | | 10 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in:\n%s", want, b.String())
+		}
+	}
+}

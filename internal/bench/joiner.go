@@ -15,45 +15,64 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// Two joiners join every drain, each with joinTasks SMS, and the drain
-// measures how long each SMS waited from its enqueue to the provider, and
-// how many of the other tasks reached the provider between that enqueue
-// and the joiner's last arrival:
-//   - the newcomer, a third of the way through the ideal drain: a tenant
-//     with nothing waiting. Served first come, first served, it waits
-//     behind what is queued; served fairly, for a slot.
-//   - the urgent tasks, half way through: SMS of priority 1 of the tenant
-//     with the largest backlog. Served by priority, they take the next
-//     free slot, ahead of the places of less urgent tasks.
+// Joiners join every drain, and the drain measures how long each of their
+// SMS waited from its enqueue to the provider, and how many of the other
+// tasks reached the provider between that enqueue and the joiner's first
+// arrival:
+//   - newcomers, joinCount of them spread over the ideal drain: each a
+//     tenant with nothing waiting, with joinTasks SMS. Served first come,
+//     first served, it waits behind what is queued; served fairly, its
+//     first SMS waits for a slot.
+//   - urgent SMS, joinCount of them between the newcomers: one SMS each,
+//     of priority 1, of the tenant with the largest backlog. Served by
+//     priority, each takes the next free slot, ahead of the places of less
+//     urgent tasks.
 //
-// Each is told apart by the prefix of its task IDs.
+// Each is told apart by the prefix of its task IDs. The bound of the
+// fairness issue applies to a newcomer's first SMS and to each urgent one
+// (newcomerBoundMs).
 type joiner struct {
+	kind     string // "newcomer" or "urgent"
 	prefix   string
+	tasks    int
 	tenant   func(p *drainPlan) string
 	priority int                              // 0: the default
 	at       func(p *drainPlan) time.Duration // its enqueue, from the start
 }
 
 const (
-	newcomerTenant = "newcomer"
-	joinTasks      = 3
+	joinTasks = 3
+	joinCount = 10 // newcomers, and as many urgent SMS, per drain
 )
 
-var joiners = []joiner{{
-	prefix: "newcomer-", tenant: func(*drainPlan) string { return newcomerTenant },
-	at: func(p *drainPlan) time.Duration { return p.ideal.drain / 3 },
-}, {
-	prefix: "urgent-", tenant: func(p *drainPlan) string { return p.tenantNames[0] }, priority: throttle.MostUrgent,
-	at: func(p *drainPlan) time.Duration { return p.ideal.drain / 2 },
-}}
+// joiners are the newcomers at 5%, 15%, ... 95% of the ideal drain, and the
+// urgent SMS at 10%, 20%, ... 100%.
+var joiners = func() []joiner {
+	var js []joiner
+	for i := range joinCount {
+		tenant := fmt.Sprintf("newcomer%d", i)
+		newcomerAt, urgentAt := (2*float64(i)+1)/(2*joinCount), float64(i+1)/joinCount
+		js = append(js, joiner{kind: "newcomer", prefix: tenant + "-", tasks: joinTasks,
+			tenant: func(*drainPlan) string { return tenant },
+			at:     func(p *drainPlan) time.Duration { return time.Duration(float64(p.ideal.drain) * newcomerAt) },
+		}, joiner{kind: "urgent", prefix: fmt.Sprintf("urgent%d-", i), tasks: 1, priority: throttle.MostUrgent,
+			tenant: func(p *drainPlan) string { return p.tenantNames[0] },
+			at:     func(p *drainPlan) time.Duration { return time.Duration(float64(p.ideal.drain) * urgentAt) },
+		})
+	}
+	return js
+}()
 
 // JoinResult is what a drain measured of a joiner.
 type JoinResult struct {
+	Kind      string    `json:"kind"`       // newcomer or urgent
 	AtSeconds float64   `json:"at_seconds"` // its enqueue, from the start
 	WaitsMs   []float64 `json:"waits_ms"`   // each task's, enqueue to arrival; missing when not delivered
-	MaxWaitMs float64   `json:"max_wait_ms"`
+	// FirstMs is the first arrival's wait, which the bound applies to; 0
+	// when none arrived.
+	FirstMs float64 `json:"first_ms"`
 	// BacklogAhead counts the other tasks' arrivals between the enqueue
-	// and the joiner's last arrival.
+	// and the joiner's first arrival.
 	BacklogAhead int `json:"backlog_ahead"`
 }
 
@@ -67,7 +86,7 @@ func (j joiner) enqueue(ctx context.Context, rdb *redis.Client, plan *drainPlan,
 	if j.priority != 0 {
 		opts = append(opts, producer.Priority(j.priority))
 	}
-	for i := range joinTasks {
+	for i := range j.tasks {
 		task, err := producer.NewSMSTask(j.tenant(plan), producer.SMS{To: fmt.Sprintf("+1666%07d", i), Body: "Your code is 5678"}, opts...)
 		if err != nil {
 			return at, err
@@ -81,8 +100,8 @@ func (j joiner) enqueue(ctx context.Context, rdb *redis.Client, plan *drainPlan,
 
 // result measures the joiner enqueued at `at` in receipts.
 func (j joiner) result(start, at time.Time, receipts []sink.Receipt) *JoinResult {
-	jr := &JoinResult{AtSeconds: at.Sub(start).Seconds()}
-	var last time.Time
+	jr := &JoinResult{Kind: j.kind, AtSeconds: at.Sub(start).Seconds()}
+	var first time.Time
 	seen := map[string]bool{}
 	for _, r := range receipts {
 		if !strings.HasPrefix(r.ID, j.prefix) || seen[r.ID] {
@@ -90,17 +109,22 @@ func (j joiner) result(start, at time.Time, receipts []sink.Receipt) *JoinResult
 		}
 		seen[r.ID] = true
 		jr.WaitsMs = append(jr.WaitsMs, float64(r.At.Sub(at))/float64(time.Millisecond))
-		if r.At.After(last) {
-			last = r.At
+		if first.IsZero() || r.At.Before(first) {
+			first = r.At
 		}
 	}
 	if len(jr.WaitsMs) > 0 {
-		jr.MaxWaitMs = slices.Max(jr.WaitsMs)
+		jr.FirstMs = slices.Min(jr.WaitsMs)
 	}
 	for _, r := range receipts {
-		if !strings.HasPrefix(r.ID, j.prefix) && r.At.After(at) && r.At.Before(last) {
+		if !isJoiner(r.ID) && r.At.After(at) && r.At.Before(first) {
 			jr.BacklogAhead++
 		}
 	}
 	return jr
+}
+
+// isJoiner reports whether task id is a joiner's.
+func isJoiner(id string) bool {
+	return slices.ContainsFunc(joiners, func(j joiner) bool { return strings.HasPrefix(id, j.prefix) })
 }

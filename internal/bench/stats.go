@@ -42,9 +42,13 @@ type Ratio struct {
 // percentile returns the p-th percentile (0 < p <= 100) of sorted by the
 // nearest-rank method: the smallest value that at least p percent of the
 // values do not exceed. It returns 0 for no values.
-func percentile(sorted []time.Duration, p float64) time.Duration {
+func percentile(sorted []time.Duration, p float64) time.Duration { return percentileOf(sorted, p) }
+
+// percentileOf is percentile for sorted values of any ordered kind.
+func percentileOf[T any](sorted []T, p float64) T {
+	var zero T
 	if len(sorted) == 0 {
-		return 0
+		return zero
 	}
 	// The epsilon keeps binary fractions from pushing an exact rank up one:
 	// 99.9% of 1,000 is 999.0000000000001 in float64.
