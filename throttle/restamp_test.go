@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func TestRestamp(t *testing.T) {
 		if moved, err := ls.Restamp(ctx, "t2", one, time.Second); err != nil || moved {
 			t.Errorf("restamp of t2 into a full window: %v, %v; want false", moved, err)
 		}
-		if got := memberScores(t, rdb, keyA); !sameScores(got, want) {
+		if got := memberScores(t, rdb, keyA); !maps.Equal(got, want) {
 			t.Errorf("log after a refused move: %v, want %v", got, want)
 		}
 		// Without the place ahead it may move: 3 in any window.
@@ -110,16 +111,4 @@ func memberScores(t *testing.T, rdb redis.UniversalClient, keys ...string) map[s
 		}
 	}
 	return out
-}
-
-func sameScores(a, b map[string]float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

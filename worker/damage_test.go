@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
@@ -46,7 +47,7 @@ tasks:
 	if err := rdb.Set(ctx, key, "garbage", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	sent := make(smsRecorder, 10)
 	srv, err := worker.NewServer(rdb, worker.Config{
 		ThrottleConfig: worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval,

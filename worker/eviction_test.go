@@ -1,39 +1,20 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/provider"
 	"github.com/sluicehq/sluice/worker"
 )
-
-// syncBuffer is a log sink that tests read while servers write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestEviction: on a Redis of its own, a server refuses (Run and Ready
 // alike) every maxmemory-policy that may evict keys, naming it and the
@@ -54,9 +35,9 @@ func TestEviction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := func(rdb *redis.Client, allow bool) (*worker.Server, *syncBuffer) {
+	server := func(rdb *redis.Client, allow bool) (*worker.Server, *syncbuf.Buffer) {
 		t.Helper()
-		logs := &syncBuffer{}
+		logs := &syncbuf.Buffer{}
 		srv, err := worker.NewServer(rdb, worker.Config{Policies: policies.Static(p), SMS: provider.LogProvider{}, Email: provider.LogProvider{},
 			AllowEviction: allow, ThrottleConfig: worker.ThrottleConfig{Logger: slog.New(slog.NewJSONHandler(logs, nil))}})
 		if err != nil {
