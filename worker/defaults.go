@@ -35,6 +35,11 @@ const (
 	// parks again.
 	DefaultPark = 10 * time.Minute
 
+	// DefaultMaxProviderHold is ThrottleConfig.MaxProviderHold's default:
+	// the longest a provider's 429 holds sends back, whatever its
+	// Retry-After says (a year, by mistake, would stop every tenant).
+	DefaultMaxProviderHold = 10 * time.Minute
+
 	// DefaultLimiterRetry is ThrottleConfig.LimiterRetry's default: how long
 	// a task waits when the limiter could not decide (fail-closed).
 	DefaultLimiterRetry = time.Second

@@ -41,6 +41,7 @@ type Throttle struct {
 	maxHold  time.Duration
 	lead     time.Duration
 	scope    HoldScope
+	holdCap  time.Duration // MaxProviderHold
 	holds    *holdCache
 
 	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
@@ -72,6 +73,7 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 		timeout:  cfg.DecisionTimeout,
 		maxHold:  cfg.MaxHold,
 		scope:    cfg.ProviderHold,
+		holdCap:  cfg.MaxProviderHold,
 		holds:    &holdCache{limiter: limiter, m: map[string]holdEntry{}},
 		stopping: make(chan struct{}),
 
@@ -91,6 +93,9 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 	}
 	if t.maxHold == 0 {
 		t.maxHold = DefaultMaxHold
+	}
+	if t.holdCap <= 0 {
+		t.holdCap = DefaultMaxProviderHold
 	}
 	if t.timeout <= 0 {
 		t.timeout = DefaultDecisionTimeout
@@ -178,6 +183,11 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		err := runHandler(ctx, next, task)
 		var te *provider.ThrottledError
 		if errors.As(err, &te) && te.FromProvider {
+			if te.RetryAfter > t.holdCap {
+				t.logger.Warn("a provider asked to hold sends longer than --max-provider-hold; holding them that long",
+					"key", holdKey, "retry_after", te.RetryAfter.String(), "max_provider_hold", t.holdCap.String())
+				te.RetryAfter = t.holdCap
+			}
 			if herr := t.holds.hold(ctx, holdKey, te.RetryAfter); herr != nil {
 				t.logger.Warn("could not share the provider's hold with other workers", "key", holdKey, "err", herr)
 			}

@@ -115,6 +115,12 @@ type ThrottleConfig struct {
 	// worker, until its Retry-After; default HoldAccount.
 	ProviderHold HoldScope
 
+	// MaxProviderHold is the longest a provider's 429 holds sends back: a
+	// longer Retry-After is cut to it, for the hold and for the task, and
+	// logged at WARN with the provider's value. Default
+	// DefaultMaxProviderHold.
+	MaxProviderHold time.Duration
+
 	// Logger receives the middleware's logs; nil means slog.Default().
 	Logger *slog.Logger
 

@@ -28,7 +28,7 @@ type flags struct {
 	queues, prefix                         *string
 	checkInterval, fetchInterval, shutdown *time.Duration
 	failOpen                               *bool
-	decisionTimeout, maxHold               *time.Duration
+	decisionTimeout, maxHold, holdCap      *time.Duration
 	providerHold, metricsAddr, logLevel    *string
 	fairness                               *string
 	metricsTenants, demo, allowEviction    *bool
@@ -60,6 +60,7 @@ func newFlags() *flags {
 	f.maxHold = fs.Duration("max-hold", worker.DefaultMaxHold, "longest a denied task waits in the worker for its place in line, instead of the retry set (negative: never; 0: the default)")
 	f.fairness = fs.String("fairness", "on", "on: tasks waiting for a shared limit are served fairly among tenants, by weight and priority (docs/FAIRNESS.md); off: first come, first served")
 	f.providerHold = fs.String("provider-hold", "account", "whose sends a provider's 429 holds back in every worker: account (all tenants) or tenant")
+	f.holdCap = fs.Duration("max-provider-hold", worker.DefaultMaxProviderHold, "longest a provider's 429 holds sends back; a longer Retry-After is cut to it, with a warning")
 	f.metricsAddr = fs.String("metrics-addr", "", "serve /metrics, /healthz, /readyz and the status page at `host:port` (such as 127.0.0.1:9464); none when empty")
 	f.metricsTenants = fs.Bool("metrics-tenants", false, "add sluice_tenant_decisions_total, with a tenant label (a time series per tenant)")
 	f.allowEviction = fs.Bool("allow-eviction", false, "run on a Redis whose maxmemory-policy may evict keys (refused by default: an evicted log admits again what it counted, so limits are exceeded)")
@@ -87,7 +88,7 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 	for _, d := range []struct {
 		name  string
 		value time.Duration
-	}{{"check-interval", *f.checkInterval}, {"fetch-interval", *f.fetchInterval}, {"shutdown-timeout", *f.shutdown}, {"decision-timeout", *f.decisionTimeout}} {
+	}{{"check-interval", *f.checkInterval}, {"fetch-interval", *f.fetchInterval}, {"shutdown-timeout", *f.shutdown}, {"decision-timeout", *f.decisionTimeout}, {"max-provider-hold", *f.holdCap}} {
 		if d.value <= 0 {
 			return worker.Config{}, cli.Usagef("--%s %v: must be more than 0", d.name, d.value)
 		}
@@ -125,6 +126,7 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 			DecisionTimeout:          *f.decisionTimeout,
 			MaxHold:                  *f.maxHold,
 			ProviderHold:             hold,
+			MaxProviderHold:          *f.holdCap,
 			Fairness:                 fairness,
 			Logger:                   logger,
 		},

@@ -173,6 +173,8 @@ func TestStartupErrors(t *testing.T) {
 		{"bad queues", append([]string{"--redis", unreachable, "--policies", policies, "--queues", "a=x"}, logs...), 2, "worker: "},
 		{"zero check interval", []string{"--check-interval", "0s"}, 2, "worker: --check-interval 0s: must be more than 0\n"},
 		{"no concurrency", []string{"--concurrency", "0"}, 2, "worker: --concurrency 0: must be at least 1\n"},
+		{"zero provider hold cap", []string{"--max-provider-hold", "0s"}, 2, "worker: --max-provider-hold 0s: must be more than 0\n"},
+		{"negative provider hold cap", []string{"--max-provider-hold", "-1m"}, 2, "worker: --max-provider-hold -1m0s: must be more than 0\n"},
 		{"bad provider hold", []string{"--provider-hold", "everyone"}, 2, `worker: --provider-hold "everyone": use account or tenant` + "\n"},
 		{"STARTTLS without SMTP", []string{"--smtp-starttls", "off"}, 2, "worker: --smtp-from, --smtp-user, --smtp-starttls and SLUICE_SMTP_PASSWORD need --smtp-addr (SLUICE_SMTP_ADDR)\n"},
 		{"two SMS providers", []string{"--sms-log", "--sms-webhook", "http://127.0.0.1:1"}, 2, "worker: --sms-webhook and --sms-log both choose the SMS provider; give one\n"},
