@@ -30,11 +30,6 @@ func keyLimiters(tb testing.TB) map[string]*Limiter {
 	}
 }
 
-// keyUnescaper undoes keyEscaper. Reading left to right, "%" always starts
-// one of the four escapes, so the result is the only string that escapes to
-// its input.
-var keyUnescaper = strings.NewReplacer("%25", "%", "%23", "#", "%7B", "{", "%7D", "}")
-
 // redisHashTag returns what Redis Cluster hashes to place key: the text
 // between the first "{" and the first "}" after it, when that text is not
 // empty; otherwise the whole key, and false.

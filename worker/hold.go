@@ -74,9 +74,10 @@ func (c *holdCache) remember(key string, now time.Time, d time.Duration) {
 			}
 		}
 	}
-	// Holds only grow: a read that began before this worker set a hold
-	// must not wipe it out.
-	if e, ok := c.m[key]; ok && e.until.After(until) {
+	// A read that began before this worker set a hold must not wipe it
+	// out; one that began after it is the truth, shorter too (a hold
+	// cleared by admin unhold).
+	if e, ok := c.m[key]; ok && e.read.After(now) && e.until.After(until) {
 		until = e.until
 	}
 	c.m[key] = holdEntry{until: until, read: now}

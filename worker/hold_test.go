@@ -158,3 +158,54 @@ tasks:
 		t.Errorf("%d tasks archived, the first with %q", len(archived), archived[0].LastErr)
 	}
 }
+
+// TestMiddlewareProviderUnhold: a hold ended in Redis (admin unhold) ends
+// in the worker that set it too, at its next read of the hold: tasks of
+// another tenant, enqueued once the hold is gone, run at once, not at
+// the end of the hour the provider asked for.
+func TestMiddlewareProviderUnhold(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	p, err := policies.Parse(t.Name(), []byte("tasks: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	tr, err := worker.NewThrottle(limiter, policies.Static(p),
+		&worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Del(t.Context(), redistest.Keys(t, rdb, prefix)...) })
+	var answered atomic.Bool
+	rec := newRecorder(func(c call) error {
+		if !answered.Swap(true) {
+			return &provider.ThrottledError{RetryAfter: time.Hour, By: "provider 429", FromProvider: true}
+		}
+		return nil
+	})
+	s := startServer(t, rdb, tr.Middleware(rec))
+	s.enqueue(t, smsTask(t, "acme"))
+	testwait.Receive(t, rec.calls, "the call answered 429")
+	testwait.Eventually(t, func() (bool, string) {
+		d, err := limiter.HeldFor(t.Context(), "provider/sms:send")
+		return err == nil && d > 0, "no hold in Redis"
+	})
+	if ended, err := limiter.Unhold(t.Context(), "provider/sms:send"); err != nil || !ended {
+		t.Fatalf("Unhold: %v, %v", ended, err)
+	}
+	// Past the 250 ms a worker trusts what it read of a hold (holdRefresh):
+	// the next task reads Redis again.
+	time.Sleep(300 * time.Millisecond)
+	// Five: those that come within 250 ms of the first's read take what it
+	// read from the worker's cache, which must not be the old hold.
+	for range 5 {
+		s.enqueue(t, smsTask(t, "other-tenant"))
+	}
+	for range 5 {
+		if c := testwait.Receive(t, rec.calls, "a task of another tenant, the hold ended"); c.Tenant != "other-tenant" {
+			t.Errorf("ran a task of %s, want other-tenant's", c.Tenant)
+		}
+	}
+}

@@ -8,6 +8,8 @@
 //	admin reset-global --redis URL --policies FILE --type X --rule R [--prefix P] [--yes]
 //	admin validate  FILE
 //	admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
+//	admin holds     --redis URL [--prefix P]
+//	admin unhold    --redis URL --key provider/TYPE[/TENANT] [--prefix P]
 //
 // --redis names one server (redis://), a Redis Cluster (redis+cluster://)
 // or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
@@ -44,6 +46,8 @@ usage: admin usage     --redis URL --policies FILE --tenant T [--type TYPE] [--p
        admin reset-global --redis URL --policies FILE --type TYPE --rule R [--prefix P] [--yes]
        admin validate  FILE
        admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
+       admin holds     --redis URL [--prefix P]
+       admin unhold    --redis URL --key provider/TYPE[/TENANT] [--prefix P]
 
 usage      how much of each window tenant T has used: every rule of each task
            type (or TYPE) that applies to T, its own windows and the global
@@ -60,6 +64,10 @@ validate   checks a policies file ("-" for standard input) and prints what
            it enforces; no Redis needed.
 throttled  lists the tasks that wait throttled in asynq's retry sets, and
            counts them and the failed ones, per queue.
+holds      lists the providers' holds in force (a 429's Retry-After, cut to
+           the workers' --max-provider-hold) and the time each has left.
+unhold     ends a hold at once; the workers send again within 250 ms. A
+           hold that does not exist is not an error.
 
 Give --policies and --prefix as the workers have them: usage and reset
 read the windows the workers write. "admin COMMAND --help" lists a
@@ -94,6 +102,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			{Name: "reset-global", Run: func(args []string) int { return runResetGlobal(ctx, args, stdout, stderr) }},
 			{Name: "validate", Run: func(args []string) int { return runValidate(args, stdin, stdout, stderr) }},
 			{Name: "throttled", Run: func(args []string) int { return runThrottled(ctx, args, stdout, stderr) }},
+			{Name: "holds", Run: func(args []string) int { return runHolds(ctx, args, stdout, stderr) }},
+			{Name: "unhold", Run: func(args []string) int { return runUnhold(ctx, args, stdout, stderr) }},
 		},
 	}.Run(args, stdout, stderr)
 }
