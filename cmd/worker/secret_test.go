@@ -31,12 +31,13 @@ const (
 	webhookToken = "webhook-s3cret-token"
 	urlUser      = "hook-s3cret-user"
 	urlPassword  = "hook-s3cret-pw"
+	urlAPIKey    = "hook-s3cret-key" // a query value of the webhook URL
 )
 
 // checkNoSecrets fails t if out shows any of the secrets.
 func checkNoSecrets(t *testing.T, what, out string) {
 	t.Helper()
-	for _, s := range []string{smtpPassword, webhookToken, urlUser, urlPassword} {
+	for _, s := range []string{smtpPassword, webhookToken, urlUser, urlPassword, urlAPIKey} {
 		if strings.Contains(out, s) {
 			t.Errorf("%s shows the secret %q:\n%s", what, s, out)
 		}
@@ -181,7 +182,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		conn.Close() // the client sees EOF: a network error, which quotes the URL
 	}))
 	t.Cleanup(hook.Close)
-	hookURL := strings.Replace(hook.URL, "://", "://"+urlUser+":"+urlPassword+"@", 1)
+	hookURL := strings.Replace(hook.URL, "://", "://"+urlUser+":"+urlPassword+"@", 1) + "/send?api_key=" + urlAPIKey
 	smtpAddr, passwords := smtpRejectingAuth(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
