@@ -172,6 +172,10 @@ func parseLimit(n *yaml.Node, window time.Duration) (int, error) {
 		if err := n.Decode(&v); err != nil || v > math.MaxInt32 || v < math.MinInt32 {
 			return 0, fmt.Errorf("%s is out of range", n.Value)
 		}
+		if !decimalRE.MatchString(n.Value) {
+			// YAML reads 0x10 and 0o20 as 16, and 020 too: surprising in a limit.
+			return 0, fmt.Errorf("%s on line %d is not a decimal whole number: write %d", n.Value, n.Line, v)
+		}
 		return int(v), nil
 	case "!!float":
 		var f float64

@@ -51,6 +51,7 @@ type (
 var (
 	taskTypeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$`)
 	ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	decimalRE  = regexp.MustCompile(`^[-+]?(0|[1-9][0-9]*)$`)                               // a limit as people write it: no 0x, 0o, 010 or 1_000
 	yamlTypeRE = regexp.MustCompile(` (in type|into) [][*A-Za-z0-9_]*\.[][*A-Za-z0-9_.]+$`) // Go type names
 )
 
@@ -76,9 +77,9 @@ func Parse(source string, data []byte, opts ...Option) (*Policies, error) {
 	// First as nodes, to name a misspelled field with its rule and the
 	// valid ones, and to keep the file's order of task types; then into
 	// the file's shape, which checks the kinds of values.
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fail("%s", oneLine(err.Error()))
+	doc, err := readDocument(data)
+	if err != nil {
+		return fail("%v", err)
 	}
 	layout, err := checkFields(&doc)
 	if err != nil {
@@ -149,6 +150,23 @@ func Parse(source string, data []byte, opts ...Option) (*Policies, error) {
 		}
 	}
 	return p, nil
+}
+
+// readDocument returns the one YAML document of data as nodes. A second
+// document would be ignored: it is refused, rather than dropped without a
+// word.
+func readDocument(data []byte) (yaml.Node, error) {
+	var doc, next yaml.Node
+	docs := yaml.NewDecoder(bytes.NewReader(data))
+	if err := docs.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return doc, errors.New(oneLine(err.Error()))
+	}
+	if err := docs.Decode(&next); err == nil {
+		return doc, fmt.Errorf("line %d: a second YAML document (after ---): a policies file holds one", next.Line)
+	} else if !errors.Is(err, io.EOF) {
+		return doc, errors.New(oneLine(err.Error()))
+	}
+	return doc, nil
 }
 
 // checkExtraTaskTypes checks the names of the file's extra_task_types.

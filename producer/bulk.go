@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -29,15 +28,7 @@ const (
 	// maxTaskID is the longest task ID, in bytes: asynq puts it in a Redis
 	// key, and in every log line about the task.
 	maxTaskID = 255
-
-	// maxQueue is the longest queue name, in bytes.
-	maxQueue = 64
 )
-
-// queueName matches a queue name a bulk line may give: asynq puts it
-// between the braces of a Cluster hash tag, and the worker's --queues flag
-// separates names with ',' and '='.
-var queueName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 
 // BulkLine is one line of a bulk file: a task as one JSON object, such as
 //
@@ -177,8 +168,8 @@ func (l BulkLine) options() ([]asynq.Option, error) {
 		opts = append(opts, asynq.TaskID(l.ID))
 	}
 	if l.Queue != "" {
-		if len(l.Queue) > maxQueue || !queueName.MatchString(l.Queue) {
-			return nil, fieldError("queue", l.Queue, "is not 1 to %d letters, digits, '.', '_', ':' and '-', starting with a letter or digit", maxQueue)
+		if ValidateQueue(l.Queue) != nil {
+			return nil, fieldError("queue", l.Queue, queueRule)
 		}
 		opts = append(opts, asynq.Queue(l.Queue))
 	}

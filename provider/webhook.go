@@ -27,8 +27,9 @@ import (
 //   - 5xx and network errors: a failure, retried with backoff.
 //   - other 4xx: permanent, archived with the provider's message.
 //
-// Errors and String never show Token, nor the user information of URL
-// (https://user:password@host/ becomes https://xxxxx@host/).
+// Errors and String never show Token, nor the user information or query
+// values of URL (https://user:password@host/?key=k becomes
+// https://xxxxx@host/?key=xxxxx).
 type Webhook struct {
 	// URL receives the POSTs. User information in it, if any, is sent as
 	// HTTP basic authentication, unless Token is set.
@@ -65,10 +66,10 @@ func (w *Webhook) Validate() error {
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = ue.Err // without the URL it quotes whole
 		}
-		return fmt.Errorf("webhook: URL %q: %v", redactUserinfo(w.URL), err)
+		return fmt.Errorf("webhook: URL %q: %v", redactURL(w.URL), err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("webhook: URL %q: want http:// or https:// and a host", redactUserinfo(w.URL))
+		return fmt.Errorf("webhook: URL %q: want http:// or https:// and a host", redactURL(w.URL))
 	}
 	return nil
 }
@@ -119,7 +120,7 @@ func (w *Webhook) SendSMS(ctx context.Context, m Message[producer.SMS]) error {
 
 // String returns "webhook " and the URL with its user information
 // redacted, for logs.
-func (w *Webhook) String() string { return "webhook " + redactUserinfo(w.URL) }
+func (w *Webhook) String() string { return "webhook " + redactURL(w.URL) }
 
 // redactError returns err with the URL that a *url.Error quotes (net/url
 // and net/http quote it whole, or with only the password hidden) replaced
@@ -131,22 +132,31 @@ func (w *Webhook) redactError(err error) error {
 		return err
 	}
 	redacted := *ue
-	redacted.URL = redactUserinfo(w.URL)
+	redacted.URL = redactURL(w.URL)
 	return &redacted
 }
 
-// redactUserinfo returns rawURL with its user information, user name and
-// password alike, replaced by "xxxxx". A URL that does not parse, or an
-// opaque one such as "user:password@host", loses everything before its last
-// "@" but the scheme.
-func redactUserinfo(rawURL string) string {
+// redactURL returns rawURL with its user information, user name and
+// password alike, replaced by "xxxxx", and each query value too (an API key
+// is often passed as ?api_key=). A URL that does not parse, or an opaque
+// one such as "user:password@host", loses everything before its last "@"
+// but the scheme, and its whole query.
+func redactURL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	switch {
-	case err == nil && u.User != nil:
-		u.User = url.User("xxxxx")
-		return u.String()
-	case err == nil && u.Opaque == "", !strings.Contains(rawURL, "@"):
+	case err == nil && u.Opaque == "" && u.User == nil && u.RawQuery == "":
 		return rawURL // as written
+	case err == nil && u.Opaque == "":
+		if u.User != nil {
+			u.User = url.User("xxxxx")
+		}
+		u.RawQuery = redactQuery(u.RawQuery)
+		return u.String()
+	case !strings.Contains(rawURL, "@") && !strings.Contains(rawURL, "?"):
+		return rawURL // as written
+	}
+	if base, _, ok := strings.Cut(rawURL, "?"); ok {
+		rawURL = base + "?xxxxx"
 	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -155,10 +165,32 @@ func redactUserinfo(rawURL string) string {
 		scheme += "://"
 	}
 	i := strings.LastIndex(rest, "@")
-	if i < 0 { // the "@" is before "://": nothing of it can be shown
+	switch {
+	case i >= 0:
+		return scheme + "xxxxx" + rest[i:]
+	case strings.Contains(rawURL, "@"): // the "@" is before "://": nothing of it can be shown
 		return "xxxxx"
 	}
-	return scheme + "xxxxx" + rest[i:]
+	return rawURL
+}
+
+// redactQuery returns the raw query q with each value replaced by "xxxxx",
+// its keys kept as written; a parameter without "=" may be a key itself.
+func redactQuery(q string) string {
+	if q == "" {
+		return ""
+	}
+	params := strings.Split(q, "&")
+	for i, p := range params {
+		k, _, ok := strings.Cut(p, "=")
+		switch {
+		case ok:
+			params[i] = k + "=xxxxx"
+		case p != "":
+			params[i] = "xxxxx"
+		}
+	}
+	return strings.Join(params, "&")
 }
 
 func providerError(resp *http.Response, msg []byte) error {

@@ -213,7 +213,7 @@ func TestWebhookRedacts(t *testing.T) {
 	closedURL := closed.URL
 	closed.Close()
 	failing, _ := webhookServer(t, status(http.StatusInternalServerError, "down"))
-	const user, password, token = "us3r", "s3cret", "t0ken"
+	const user, password, token, key = "us3r", "s3cret", "t0ken", "k3y"
 	withUser := func(u string) string { return strings.Replace(u, "://", "://"+user+":"+password+"@", 1) }
 	cases := []struct {
 		name       string
@@ -225,6 +225,9 @@ func TestWebhookRedacts(t *testing.T) {
 		{"control character", "http://" + user + ":" + password + "@sms.example/\x7f", "webhook http://xxxxx@sms.example/\x7f"},
 		{"no scheme", user + ":" + password + "@sms.example/send", "webhook xxxxx@sms.example/send"},
 		{"user only", "http://" + password + "@127.0.0.1:1/send", "webhook http://xxxxx@127.0.0.1:1/send"},
+		{"query key", closedURL + "/send?api_key=" + key + "&Password=" + key + "&" + key, "webhook " + closedURL + "/send?api_key=xxxxx&Password=xxxxx&xxxxx"},
+		{"query key and user", withUser(failing.URL) + "?token=" + key, "webhook " + strings.Replace(failing.URL, "://", "://xxxxx@", 1) + "?token=xxxxx"},
+		{"query key, control character", "http://sms.example/\x7f?api_key=" + key, "webhook http://sms.example/\x7f?xxxxx"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,7 +240,7 @@ func TestWebhookRedacts(t *testing.T) {
 			if err == nil {
 				t.Fatal("SendSMS = nil, want an error")
 			}
-			for _, secret := range []string{user, password, token} {
+			for _, secret := range []string{user, password, token, key} {
 				if strings.Contains(err.Error(), secret) || strings.Contains(fmt.Sprintf("%+v", err), secret) {
 					t.Errorf("error %q shows %q", err, secret)
 				}

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hibiken/asynq"
 
@@ -53,7 +56,7 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	ins := asynq.NewInspectorFromRedisClient(rdb)
 	known, err := retryset.Queues(ins)
 	if err != nil {
-		return failf(stderr, 1, name, "%v", err)
+		return failf(stderr, 1, name, "%s", printable(err.Error()))
 	}
 	if len(queues) == 0 {
 		queues = known
@@ -66,7 +69,7 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	sets, err := retrySets(ctx, ins, queues, *limit)
 	if err != nil {
-		return failf(stderr, 1, name, "%v", err)
+		return failf(stderr, 1, name, "%s", printable(err.Error()))
 	}
 	if *asJSON {
 		return printJSON(stdout, stderr, name, sets)
@@ -100,6 +103,16 @@ func retrySets(ctx context.Context, ins *asynq.Inspector, queues []string, limit
 	return sets, nil
 }
 
+// printable returns s as it is when it holds only printable characters, and
+// else quoted as Go quotes it: what Redis holds (a tenant header, a task's
+// error) must not send escape sequences to the terminal.
+func printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
 // printThrottled writes to w a table of the throttled tasks of sets, if
 // any, and a line a queue with its counts.
 func printThrottled(w io.Writer, sets []retryset.Queue) error {
@@ -112,11 +125,12 @@ func printThrottled(w io.Writer, sets []retryset.Queue) error {
 				fmt.Fprintln(tw, "QUEUE\tID\tTYPE\tTENANT\tBACK\tLAST ERROR")
 				listed = true
 			}
-			tenant := t.Tenant
+			tenant := printable(t.Tenant)
 			if tenant == "" {
 				tenant = "(none)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Queue, t.ID, t.Type, tenant, back(t.NextProcessAt, now), t.LastErr)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(t.Queue), printable(t.ID), printable(t.Type), tenant,
+				back(t.NextProcessAt, now), printable(t.LastErr))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -127,7 +141,7 @@ func printThrottled(w io.Writer, sets []retryset.Queue) error {
 		if n := len(rq.Tasks); n < rq.Throttled {
 			shown = fmt.Sprintf(" (%d listed)", n)
 		}
-		fmt.Fprintf(w, "queue %s: %d throttled%s, %d failed and waiting to be retried\n", rq.Queue, rq.Throttled, shown, rq.Failed)
+		fmt.Fprintf(w, "queue %s: %d throttled%s, %d failed and waiting to be retried\n", printable(rq.Queue), rq.Throttled, shown, rq.Failed)
 	}
 	return nil
 }
@@ -151,5 +165,9 @@ func listQueues(qs []string) string {
 	if len(qs) == 0 {
 		return "it has none"
 	}
-	return "it has " + strings.Join(qs, ", ")
+	shown := make([]string, len(qs))
+	for i, q := range qs {
+		shown[i] = printable(q)
+	}
+	return "it has " + strings.Join(shown, ", ")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -240,5 +241,25 @@ func TestThrottledUnknownQueue(t *testing.T) {
 	}
 	if r.stdout != "" {
 		t.Errorf("stdout = %q, want nothing", r.stdout)
+	}
+}
+
+// TestThrottledEscapes: what Redis holds (a tenant header, a task's error,
+// a queue name) reaches the terminal with its control characters quoted.
+func TestThrottledEscapes(t *testing.T) {
+	t.Parallel()
+	const esc = "\x1b]0;pwned\x07\x1b[31m"
+	sets := []retryset.Queue{{Queue: "q" + esc, Throttled: 1, Tasks: []retryset.Task{
+		{Queue: "q" + esc, ID: "id" + esc, Type: "sms:send", Tenant: "acme" + esc, LastErr: "boom\n" + esc, NextProcessAt: time.Now()},
+	}}}
+	var out strings.Builder
+	if err := printThrottled(&out, sets); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\x07") {
+		t.Errorf("the table holds raw escapes:\n%q", out.String())
+	}
+	if want := strconv.Quote("acme" + esc); !strings.Contains(out.String(), want) {
+		t.Errorf("the table does not show the tenant as %s:\n%s", want, out.String())
 	}
 }

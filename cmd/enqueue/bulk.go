@@ -66,8 +66,8 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case fs.NArg() == 0:
 		fmt.Fprintln(stderr, "enqueue: bulk needs FILE, or - for standard input, after the flags (see --help)")
 		return 2
-	case strings.TrimSpace(*queue) == "":
-		fmt.Fprintf(stderr, "enqueue: --queue %q: name a queue\n", *queue)
+	case producer.ValidateQueue(*queue) != nil:
+		fmt.Fprintf(stderr, "enqueue: --queue: %v\n", producer.ValidateQueue(*queue))
 		return 2
 	}
 	// The URL before the file: a bad one is refused even when the file

@@ -108,6 +108,10 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 		fmt.Fprintf(stderr, "enqueue: --count %d: must be at least 1\n", *count)
 		return 2
 	}
+	if err := checkTaskFlags(*maxRetry, *queue); err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 2
+	}
 	if kind == "sms" && (*subject != "" || *from != "") {
 		fmt.Fprintln(stderr, "enqueue: --subject and --from are for email; an SMS has only --to and --body")
 		return 2
@@ -161,4 +165,15 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 		return 1
 	}
 	return 0
+}
+
+// checkTaskFlags checks --max-retry and --queue, for a usage error.
+func checkTaskFlags(maxRetry int, queue string) error {
+	if maxRetry < 0 {
+		return fmt.Errorf("--max-retry %d: must be 0 or more", maxRetry)
+	}
+	if err := producer.ValidateQueue(queue); err != nil {
+		return fmt.Errorf("--queue: %w", err)
+	}
+	return nil
 }

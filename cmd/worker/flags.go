@@ -239,6 +239,9 @@ func parseQueues(s string) (map[string]int, error) {
 		if !ok || name == "" || err != nil || n < 1 {
 			return nil, cli.Usagef("--queues %q: want name=priority pairs such as default=1,critical=5", s)
 		}
+		if err := producer.ValidateQueue(name); err != nil {
+			return nil, cli.Usagef("--queues: %v", err)
+		}
 		qs[name] = n
 	}
 	return qs, nil

@@ -145,7 +145,7 @@ func run(ctx context.Context, args []string) int {
 	if err := w.srv.CheckEviction(ctx); err != nil {
 		return fail(err)
 	}
-	reloadOnHUP(cfg.Policies, logger)()
+	reloadOnHUP(cfg.Policies, w.srv.Unthrottled, logger)()
 
 	// The first line says what the worker enforces; a warning for each
 	// task type left unthrottled and the operations server's line follow.
@@ -154,9 +154,7 @@ func run(ctx context.Context, args []string) int {
 		"concurrency", cfg.Concurrency, "queues", *f.queues, "max_hold", cfg.MaxHold, "provider_hold", *f.providerHold, "max_provider_hold", cfg.MaxProviderHold,
 		"fairness", *f.fairness,
 		"decision_timeout", cfg.DecisionTimeout, "fail_open", *f.failOpen, "metrics_addr", *f.metricsAddr)
-	for _, t := range w.srv.Unthrottled() {
-		logger.Warn("task type runs unthrottled: the policies enforce no rule for it", "task_type", t)
-	}
+	warnUnthrottled(logger, w.srv.Unthrottled())
 	w.serveOps(logger)
 	if err := w.srv.Run(ctx); err != nil {
 		return fail(err)
@@ -167,9 +165,10 @@ func run(ctx context.Context, args []string) int {
 
 // reloadOnHUP catches SIGHUP, before the worker's first line, so that a
 // reload sent as it appears does not end the worker (SIGHUP's default
-// action), and reloads policies on each. It returns the function that
-// starts the reloads; the catch ends when the process does.
-func reloadOnHUP(policyFile *policies.File, logger *slog.Logger) func() {
+// action), and reloads policies on each, warning as at start for each task
+// type unthrottled leaves. It returns the function that starts the
+// reloads; the catch ends when the process does.
+func reloadOnHUP(policyFile *policies.File, unthrottled func() []string, logger *slog.Logger) func() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	return func() {
@@ -180,8 +179,17 @@ func reloadOnHUP(policyFile *policies.File, logger *slog.Logger) func() {
 					continue
 				}
 				logger.Info("policies reloaded", "enforces", policyFile.Current().Summary())
+				warnUnthrottled(logger, unthrottled())
 			}
 		}()
+	}
+}
+
+// warnUnthrottled logs a warning for each of types, the task types the
+// policies in force leave unthrottled.
+func warnUnthrottled(logger *slog.Logger, types []string) {
+	for _, t := range types {
+		logger.Warn("task type runs unthrottled: the policies enforce no rule for it", "task_type", t)
 	}
 }
 

@@ -19,6 +19,14 @@ import (
 	"github.com/sluicehq/sluice/worker"
 )
 
+// The operations server's timeouts: a client has opsReadHeaderTimeout to send
+// a request's headers, and a keep-alive connection idle for opsIdleTimeout
+// is closed, so idle clients cannot hold connections without limit.
+const (
+	opsReadHeaderTimeout = 5 * time.Second
+	opsIdleTimeout       = 10 * time.Second
+)
+
 // running is a worker server and, with --metrics-addr, its operations
 // server, not yet serving.
 type running struct {
@@ -67,7 +75,7 @@ func newWorker(rdb redis.UniversalClient, cfg worker.Config, ops net.Listener, t
 	if err != nil {
 		return nil, err
 	}
-	r.hs = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	r.hs = &http.Server{Handler: h, ReadHeaderTimeout: opsReadHeaderTimeout, IdleTimeout: opsIdleTimeout}
 	return r, nil
 }
 

@@ -31,12 +31,13 @@ const (
 	webhookToken = "webhook-s3cret-token"
 	urlUser      = "hook-s3cret-user"
 	urlPassword  = "hook-s3cret-pw"
+	urlAPIKey    = "hook-s3cret-key" // a query value of the webhook URL
 )
 
 // checkNoSecrets fails t if out shows any of the secrets.
 func checkNoSecrets(t *testing.T, what, out string) {
 	t.Helper()
-	for _, s := range []string{smtpPassword, webhookToken, urlUser, urlPassword} {
+	for _, s := range []string{smtpPassword, webhookToken, urlUser, urlPassword, urlAPIKey} {
 		if strings.Contains(out, s) {
 			t.Errorf("%s shows the secret %q:\n%s", what, s, out)
 		}
@@ -76,6 +77,12 @@ func TestSecretErrors(t *testing.T) {
 			"worker: SLUICE_SMTP_PASSWORD_FILE: cannot read the file it names: no such file or directory\n"},
 		{"token file empty", []string{"SLUICE_SMS_WEBHOOK_TOKEN_FILE=" + empty}, nil,
 			"worker: SLUICE_SMS_WEBHOOK_TOKEN_FILE: the file it names is empty\n"},
+		{"token file two newlines", []string{"SLUICE_SMS_WEBHOOK_TOKEN_FILE=" + writeSecret(t, webhookToken+"\n\n")}, nil,
+			"worker: SLUICE_SMS_WEBHOOK_TOKEN_FILE: the file it names holds a control character (a second newline?) after its one trailing newline is removed\n"},
+		{"password file CRLF twice", []string{"SLUICE_SMTP_PASSWORD_FILE=" + writeSecret(t, smtpPassword+"\r\n\r\n")}, nil,
+			"worker: SLUICE_SMTP_PASSWORD_FILE: the file it names holds a control character (a second newline?) after its one trailing newline is removed\n"},
+		{"token with tab", []string{"SLUICE_SMS_WEBHOOK_TOKEN=" + webhookToken + "\t"}, nil,
+			"worker: SLUICE_SMS_WEBHOOK_TOKEN holds a control character\n"},
 		{"password without SMTP", []string{"SLUICE_SMTP_PASSWORD=" + smtpPassword}, nil,
 			"worker: --smtp-from, --smtp-user, --smtp-starttls and SLUICE_SMTP_PASSWORD need --smtp-addr (SLUICE_SMTP_ADDR)\n"},
 		{"token without webhook", []string{"SLUICE_SMS_WEBHOOK_TOKEN_FILE=" + writeSecret(t, webhookToken)}, nil,
@@ -175,7 +182,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		conn.Close() // the client sees EOF: a network error, which quotes the URL
 	}))
 	t.Cleanup(hook.Close)
-	hookURL := strings.Replace(hook.URL, "://", "://"+urlUser+":"+urlPassword+"@", 1)
+	hookURL := strings.Replace(hook.URL, "://", "://"+urlUser+":"+urlPassword+"@", 1) + "/send?api_key=" + urlAPIKey
 	smtpAddr, passwords := smtpRejectingAuth(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

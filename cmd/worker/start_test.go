@@ -103,3 +103,63 @@ func TestStartLines(t *testing.T) {
 		})
 	}
 }
+
+// TestReloadWarnsUnthrottled: a reload that leaves a task type without an
+// enforced rule warns for it, as the start does.
+func TestReloadWarnsUnthrottled(t *testing.T) {
+	t.Parallel()
+	policies := filepath.Join(t.TempDir(), "policies.yaml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(policies, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tasks:\n  sms:send:\n    - {name: per-second, scope: tenant, limit: 4, window: 1s}\n" +
+		"  email:send:\n    - {name: per-second, scope: tenant, limit: 4, window: 1s}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := command(ctx, nil, "--redis", redistest.URL(t), "--policies", policies, "--sms-log", "--email-log",
+		"--queues", redistest.Queue(t, redistest.Client(t))+"=1")
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The line after "policies reloaded" comes from the same goroutine at
+	// once: with the fix it is the warning, without it a line of the stop.
+	var after string
+	scan := bufio.NewScanner(pipe)
+	reloaded := false
+	for after == "" && scan.Scan() {
+		var l struct {
+			Level, Msg string
+			TaskType   string `json:"task_type"`
+		}
+		if err := json.Unmarshal(scan.Bytes(), &l); err != nil {
+			t.Fatalf("log line %q: %v", scan.Text(), err)
+		}
+		switch {
+		case l.Msg == "worker started":
+			write("tasks:\n  sms:send:\n    - {name: per-second, scope: tenant, limit: 4, window: 1s}\n")
+			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+		case l.Msg == "policies reloaded":
+			reloaded = true
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		case reloaded:
+			after = l.Level + " " + l.Msg + " " + l.TaskType
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	go func() { _, _ = io.Copy(io.Discard, pipe) }()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("worker: %v", err)
+	}
+	if want := "WARN task type runs unthrottled: the policies enforce no rule for it email:send"; after != want {
+		t.Errorf("the line after the reload is %q, want %q", after, want)
+	}
+}

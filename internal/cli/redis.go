@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -247,9 +248,9 @@ func unwrapURLError(err error) error {
 }
 
 // RedactURL returns rawURL with its passwords replaced by "xxxxx": the one
-// in the user information and the values of the query parameters password
-// and sentinel_password. It is for messages and logs. A URL that does not
-// parse loses everything between "://" and its last "@".
+// in the user information and the value of each secret-like query parameter
+// (secretParam), whatever its case. It is for messages and logs. A URL that
+// does not parse loses everything between "://" and its last "@".
 func RedactURL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -268,8 +269,9 @@ func RedactURL(rawURL string) string {
 	params := strings.Split(u.RawQuery, "&")
 	for i, p := range params {
 		k, _, _ := strings.Cut(p, "=")
-		if k, err := url.QueryUnescape(k); err == nil && (k == "password" || k == "sentinel_password") {
-			params[i] = k + "=xxxxx"
+		if k, err := url.QueryUnescape(k); err != nil || secretParam(k) {
+			params[i], _, _ = strings.Cut(p, "=")
+			params[i] += "=xxxxx"
 			redacted = true
 		}
 	}
@@ -278,4 +280,16 @@ func RedactURL(rawURL string) string {
 		return rawURL // as the user wrote it
 	}
 	return u.String()
+}
+
+// secretWords are the parts of a query parameter's name that make its
+// value a secret, compared in lower case: password, sentinel_password,
+// Password, api_key and the like.
+var secretWords = []string{"pass", "pwd", "secret", "token", "key", "auth", "cred"}
+
+// secretParam reports whether the value of the query parameter name may be
+// a secret.
+func secretParam(name string) bool {
+	name = strings.ToLower(name)
+	return slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(name, w) })
 }

@@ -147,6 +147,10 @@ func TestRedisClient(t *testing.T) {
 	if got, want := err.Error(), `--redis "redis+sentinel://:xxxxx@127.0.0.1:26379/0?password=xxxxx": no master_name`; !strings.HasPrefix(got, want) {
 		t.Errorf("RedisClient error = %q, want it to start %q", got, want)
 	}
+	_, err = RedisClient("redis://127.0.0.1:6379/0?Password=s3cret")
+	if got, want := err.Error(), `--redis "redis://127.0.0.1:6379/0?Password=xxxxx": redis: unexpected option: Password`; got != want {
+		t.Errorf("RedisClient error = %q, want %q", got, want)
+	}
 	if _, err := RedisClient(""); err == nil || err.Error() != "no Redis: set --redis or REDIS_URL" {
 		t.Errorf(`RedisClient("") = %v, want "no Redis: set --redis or REDIS_URL"`, err)
 	}
@@ -171,6 +175,9 @@ func TestRedactURL(t *testing.T) {
 		{"redis+sentinel://s1:26379/0?master_name=m&password=s3cret", "redis+sentinel://s1:26379/0?master_name=m&password=xxxxx"},
 		{"redis+sentinel://:a@s1:26379/0?sentinel_password=b&master_name=m", "redis+sentinel://:xxxxx@s1:26379/0?sentinel_password=xxxxx&master_name=m"},
 		{"redis+sentinel://s1:26379/0?addr=s2:26379&password=a&password=b", "redis+sentinel://s1:26379/0?addr=s2:26379&password=xxxxx&password=xxxxx"},
+		{"redis://127.0.0.1:6379/0?Password=s3cret&PASSWORD=b&Sentinel_Password=c", "redis://127.0.0.1:6379/0?Password=xxxxx&PASSWORD=xxxxx&Sentinel_Password=xxxxx"},
+		{"redis://127.0.0.1:6379/0?api_key=s3cret&auth_token=b&db=1", "redis://127.0.0.1:6379/0?api_key=xxxxx&auth_token=xxxxx&db=1"},
+		{"redis://127.0.0.1:6379/0?pass%77ord=s3cret&%zz=b", "redis://127.0.0.1:6379/0?pass%77ord=xxxxx&%zz=xxxxx"},
 		{"redis://:s3cret@host:port/0", "redis://xxxxx@host:port/0"}, // does not parse
 		{"http://example.com/%zz", "http://example.com/%zz"},         // does not parse, no user
 	}
