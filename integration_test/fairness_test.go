@@ -70,7 +70,7 @@ tasks:
 `, limit))
 	enqueue := func(tenant, id string, n int, more ...string) time.Time {
 		t.Helper()
-		return enqueueSMS(t, enqueueBin, url, queue, tenant, id, n, more...)
+		return enqueueSMS(t, enqueueBin, url, queue, tenant, id, n, append([]string{"--prefix", prefix}, more...)...)
 	}
 	waitSent := func(n int) {
 		t.Helper()

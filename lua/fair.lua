@@ -27,6 +27,9 @@ writes, and 'q' after the tag is a kind of key no window uses.
   <base>qw             zset   classes with waiting flows, by when to look
   <base>qn:<c>:<b>     hash   grants per tenant in share span b (now / span),
                               for the status page; lives three spans
+  <base>qe             list   the entrance: tasks parked at enqueue, JSON
+                              {c, l, t, q, id}, until a dispatch step puts
+                              them in their lines
 
 A rule is {k = Redis key, l = limit, w = window us, c = cost, a = algorithm,
 s = shared (1) or the tenant's own (0)}. Counter rules (not 'sliding-log')
@@ -53,6 +56,17 @@ ARGV[15+5i] .. ARGV[19+5i]  (i = 0, 1, ...)
           the same rules flat (key, limit, window us, cost, shared 1 or
           0), given only when every rule is a sliding log: the common
           cases read them without decoding the JSON
+dispatch only: tasks parked at enqueue, read from the entrance, that
+          this step puts in their lines first (docs/FAIRNESS.md, "Parked at
+          enqueue")
+ARGV[8]   JSON array of {c = class, l = level, t = tenant, q = queue,
+          id = task id, w = weight, r = rules (JSON as in ARGV[14])};
+          without r, the task is not limited by the rules in force and is
+          released (replied as a grant, to be moved to the front of its
+          queue); without c, its entry is not a task and only goes
+ARGV[9+i] the entry of the i-th (from 0) as read, removed from the
+          entrance by value: a step that finds it gone (another took it)
+          skips it
 drop only: a task that no longer exists
 ARGV[8]   task id
 granted only: whether a task holds a grant not yet claimed (outcome 1)
@@ -942,9 +956,54 @@ if mode == 'waiting' then
   return r
 end
 
+-- enter puts task x, parked at enqueue, in its line as a parked arrival
+-- once its entry e leaves the entrance: a step that read the same entry
+-- finds it gone, and a task in the lines already (its park ended and it
+-- arrived) is not put there twice.
+local function enter(x, e)
+  local ok, gone = pcall(redis.call, 'LREM', base .. 'qe', 1, e)
+  if not ok then
+    refusals[#refusals + 1] = 'the entrance ' .. base .. 'qe: ' .. errText(gone)
+    return
+  end
+  if gone == 0 then
+    return
+  end
+  if not x.c then
+    refusals[#refusals + 1] = 'the entrance held an entry that is not a task: ' .. string.sub(e, 1, 80)
+    return
+  end
+  if not x.r then
+    out[#out + 1], out[#out + 2] = x.q, x.id
+    return
+  end
+  if redis.call('HEXISTS', ktasks, x.id) == 1 then
+    return
+  end
+  local err
+  ok, err = pcall(function()
+    local f = flow(x.c, x.l, x.t)
+    f.w, f.rules, f.raw, f.known = x.w, cjson.decode(x.r), x.r, true
+    redis.call('HSET', f.key, 'w', tag(x.w), 'r', x.r, 'f', tag(f.f))
+    redis.call('PEXPIRE', f.key, flowTTL)
+    redis.call('RPUSH', kline(x.c, x.l, x.t), entry(x.q, x.id))
+    redis.call('HSET', ktasks, x.id, cjson.encode({s = 'W', c = x.c, l = x.l, t = x.t, q = x.q}))
+    waiting(f)
+  end)
+  if not ok then
+    -- Its task stays in asynq and comes back when its park ends.
+    damaged(x.c, x.l, x.t, err)
+  end
+end
+
 reap()
 
 if mode == 'dispatch' then
+  if ARGV[8] then
+    for i, x in ipairs(cjson.decode(ARGV[8])) do
+      enter(x, ARGV[8 + i])
+    end
+  end
   local due = redis.call('ZRANGE', kwake, '-inf', num(now), 'BYSCORE', 'LIMIT', 0, 8)
   for _, c in ipairs(due) do
     -- A class whose own keys fail waits asideFor; the others go on. What

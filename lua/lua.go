@@ -58,3 +58,10 @@ var restampSource string
 // Restamp moves a late send's admission in the fair lines to now: see
 // restamp.lua for its KEYS, ARGV and reply.
 var Restamp = redis.NewScript(restampSource)
+
+//go:embed waits.lua
+var waitsSource string
+
+// Waits says whether a class waits in the fair lines with a dispatch loop
+// serving it: see waits.lua for its KEYS, ARGV and reply.
+var Waits = redis.NewScript(waitsSource)

@@ -4,26 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // Client enqueues validated tasks on Redis. It is safe for concurrent use
 // by multiple goroutines.
 type Client struct {
-	rdb  redis.UniversalClient
-	aq   *asynq.Client
-	owns bool  // Close closes rdb
-	err  error // returned by every call when the Client was built wrong
+	rdb     redis.UniversalClient
+	aq      *asynq.Client
+	owns    bool  // Close closes rdb
+	err     error // returned by every call when the Client was built wrong
+	prefix  string
+	parking bool
+	parker  *parker // nil without parking
 }
 
 // NewClient returns a Client that connects to Redis with r, for example an
 // asynq.RedisClientOpt or the result of asynq.ParseRedisURI. The Client owns
 // the connection: Close closes it. A nil r, or one whose MakeRedisClient
 // does not return a redis.UniversalClient, gives a Client whose every call
-// returns an error.
-func NewClient(r asynq.RedisConnOpt) *Client {
+// returns an error. While a task's type waits in the fair lines, the Client
+// parks the task at enqueue (see WithPrefix and WithoutParking).
+func NewClient(r asynq.RedisConnOpt, opts ...ClientOption) *Client {
 	if r == nil {
 		return &Client{err: errors.New("producer: NewClient: the Redis connection option is nil")}
 	}
@@ -31,7 +38,7 @@ func NewClient(r asynq.RedisConnOpt) *Client {
 	if !ok {
 		return &Client{err: fmt.Errorf("producer: NewClient: unsupported Redis connection option %T", r)}
 	}
-	c := NewClientFromRedisClient(rdb)
+	c := NewClientFromRedisClient(rdb, opts...)
 	c.owns = true
 	return c
 }
@@ -39,11 +46,25 @@ func NewClient(r asynq.RedisConnOpt) *Client {
 // NewClientFromRedisClient returns a Client that enqueues through rdb, a
 // plain, failover or cluster client. The caller owns rdb: Close does not
 // close it. A nil rdb gives a Client whose every call returns an error.
-func NewClientFromRedisClient(rdb redis.UniversalClient) *Client {
+func NewClientFromRedisClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	if rdb == nil {
 		return &Client{err: errors.New("producer: NewClientFromRedisClient: the Redis client is nil")}
 	}
-	return &Client{rdb: rdb, aq: asynq.NewClientFromRedisClient(rdb)}
+	c := &Client{rdb: rdb, aq: asynq.NewClientFromRedisClient(rdb), prefix: throttle.DefaultPrefix, parking: true}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	if c.parking {
+		lim := throttle.NewLimiter(rdb, throttle.WithPrefix(c.prefix), throttle.WithoutBatching())
+		if err := lim.Err(); err != nil {
+			return &Client{err: fmt.Errorf("producer: %w", err)}
+		}
+		lines := lim.Lines(throttle.LinesConfig{})
+		c.parker = &parker{lines: lines, inspect: asynq.NewInspectorFromRedisClient(rdb), waits: map[string]time.Time{}}
+	}
+	return c
 }
 
 // Close closes the Redis connection if NewClient made it; otherwise it does
@@ -119,7 +140,13 @@ func (c *Client) Enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Op
 
 // enqueue sends a validated task to Redis.
 func (c *Client) enqueue(ctx context.Context, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
-	info, err := c.aq.EnqueueContext(ctx, task, opts...)
+	var info *asynq.TaskInfo
+	var err error
+	if at, _ := TaskEnqueued(task); c.parker != nil && parkable(at, opts) && c.parker.waiting(ctx, task.Type()) {
+		info, err = c.parker.park(ctx, c.aq, task, tenant, opts)
+	} else {
+		info, err = c.aq.EnqueueContext(ctx, task, opts...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("producer: enqueue %s for tenant %q: %w", task.Type(), tenant, err)
 	}

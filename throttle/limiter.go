@@ -109,6 +109,10 @@ func NewLimiter(rdb redis.UniversalClient, opts ...Option) *Limiter {
 	return l
 }
 
+// Err returns the error every call of l returns when it was built wrong (a
+// nil Redis client, a bad option), or nil.
+func (l *Limiter) Err() error { return l.err }
+
 // Allow decides whether one unit of cost on key fits policy p now, and
 // records it if so. It is a shortcut for AllowN(ctx, key, p, 1).
 func (l *Limiter) Allow(ctx context.Context, key string, p Policy) (Decision, error) {

@@ -3,6 +3,7 @@ package throttle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -47,6 +48,12 @@ const (
 	// DefaultMaxGrants is LinesConfig.MaxGrants's default.
 	DefaultMaxGrants = 32
 
+	// DefaultPark is how long a task waiting in a line stays in asynq's
+	// retry or scheduled set before asynq brings it back by itself: long
+	// enough that it comes back through a grant; one that does come back
+	// by itself keeps its turn and parks again.
+	DefaultPark = 10 * time.Minute
+
 	// DefaultPriority is a task's priority unless it has one: the middle of
 	// MostUrgent to LeastUrgent.
 	DefaultPriority = 3
@@ -79,6 +86,11 @@ type LinesConfig struct {
 
 	// MaxGrants is the most grants one call gives a class.
 	MaxGrants int
+
+	// Rules, when set, makes Dispatch take in the tasks parked at enqueue
+	// (Enter) first, each with the weight and checks it gives: a worker
+	// sets it from its policies. Producers leave it nil.
+	Rules EntryRules
 }
 
 // Lines returns the fair lines in front of l's windows.
@@ -224,15 +236,24 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 }
 
 // Dispatch gives the slots due to parked tasks of every class of the
-// default group, fairly, and says when to call again.
+// default group, fairly, and says when to call again. With
+// LinesConfig.Rules, it first takes in the tasks parked at enqueue.
 func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 	if ls.l.err != nil {
 		return Turn{}, ls.l.err
 	}
 	group := encodeKeyPart(DefaultGroup)
-	t, err := ls.run(ctx, group, ls.args("dispatch", group))
+	in, n, ierr := ls.entering(ctx, group)
+	t, err := ls.run(ctx, group, append(ls.args("dispatch", group), in...))
 	if err != nil {
 		return Turn{}, fmt.Errorf("throttle: dispatch the lines: %w", err)
+	}
+	if rerr := redis.Error(nil); errors.As(ierr, &rerr) {
+		// A damaged entrance stops no one: the lines go on without it.
+		t.Refused = append(t.Refused, fmt.Sprintf("the entrance %sqe: %v", ls.base(group), ierr))
+	}
+	if n == entranceBatch {
+		t.Wake = 0 // more may wait at the entrance
 	}
 	return t, nil
 }

@@ -29,12 +29,6 @@ const (
 	// denied task waits in the worker for its place in line.
 	DefaultMaxHold = 2 * time.Second
 
-	// DefaultPark is ThrottleConfig.Park's default: long enough that a
-	// task waiting in a fair line comes back through a grant, not through
-	// asynq; a task that does come back by itself keeps its turn and
-	// parks again.
-	DefaultPark = 10 * time.Minute
-
 	// DefaultMaxProviderHold is ThrottleConfig.MaxProviderHold's default:
 	// the longest a provider's 429 holds sends back, whatever its
 	// Retry-After says (a year, by mistake, would stop every tenant).

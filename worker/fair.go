@@ -181,13 +181,7 @@ func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool 
 	}
 	refresh := make([]throttle.FlowRules, 0, len(flows))
 	for _, f := range flows {
-		fr := throttle.FlowRules{Flow: f.Flow, Weight: p.Weight(f.Tenant)}
-		for _, ap := range p.For(f.Class, f.Tenant) {
-			if !ap.Shadow {
-				fr.Checks = append(fr.Checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared})
-			}
-		}
-		refresh = append(refresh, fr)
+		refresh = append(refresh, throttle.FlowRules{Flow: f.Flow, Weight: p.Weight(f.Tenant), Checks: lineChecks(p.For(f.Class, f.Tenant))})
 	}
 	err = t.fair.lines.Refresh(ctx, refresh)
 	switch {
@@ -202,6 +196,25 @@ func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool 
 		return false
 	}
 	return true
+}
+
+// lineChecks are the checks the lines keep of rules: those not in shadow
+// mode.
+func lineChecks(rules []policies.Applied) []throttle.LineCheck {
+	var checks []throttle.LineCheck
+	for _, ap := range rules {
+		if !ap.Shadow {
+			checks = append(checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared})
+		}
+	}
+	return checks
+}
+
+// entryRules gives a task parked at enqueue the weight and checks of the
+// policies in force, as its arrival would bring them.
+func (t *Throttle) entryRules(class, tenant string) (float64, []throttle.LineCheck) {
+	p := t.policies.Current()
+	return p.Weight(tenant), lineChecks(p.For(class, tenant))
 }
 
 // admitFair is admit through the fair lines: after any provider hold, the
@@ -223,10 +236,7 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	id, _ := asynq.GetTaskID(ctx)
 	queue, _ := asynq.GetQueueName(ctx)
 	a := throttle.Arrival{Class: task.Type(), Priority: priority, Tenant: tenant,
-		Weight: t.policies.Current().Weight(tenant), Queue: queue, ID: id}
-	for _, ap := range applied {
-		a.Checks = append(a.Checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared})
-	}
+		Weight: t.policies.Current().Weight(tenant), Queue: queue, ID: id, Checks: lineChecks(applied)}
 	asked := time.Now()
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
 	turn, err := t.fair.lines.Arrive(actx, a)

@@ -27,9 +27,10 @@ tasks:
 `
 
 // runFairServer starts a worker with the fair lines (the default) on a
-// queue of its own, whose SMS go to sent; it returns a producer and the
-// queue.
-func runFairServer(t *testing.T, sent smsRecorder, cfg worker.ThrottleConfig) (*producer.Client, string) {
+// queue of its own, running concurrency tasks at once, whose SMS go to
+// sent; it returns a producer that parks tasks at enqueue in the worker's
+// lines, and the queue.
+func runFairServer(t *testing.T, sent smsRecorder, cfg worker.ThrottleConfig, concurrency int) (*producer.Client, string) {
 	t.Helper()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
@@ -42,14 +43,14 @@ func runFairServer(t *testing.T, sent smsRecorder, cfg worker.ThrottleConfig) (*
 	cfg.DelayedTaskCheckInterval = serverCheckInterval
 	srv, err := worker.NewServer(rdb, worker.Config{
 		ThrottleConfig: cfg, Policies: policies.Static(p), SMS: sent, Email: provider.LogProvider{},
-		Queues: map[string]int{q: 1}, Prefix: prefix, ShutdownTimeout: 5 * time.Second, Concurrency: 10,
+		Queues: map[string]int{q: 1}, Prefix: prefix, ShutdownTimeout: 5 * time.Second, Concurrency: concurrency,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, stop := testwait.RunServer(t, srv)
 	t.Cleanup(stop)
-	return producer.NewClientFromRedisClient(rdb), q
+	return producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix)), q
 }
 
 // TestFairNewcomer: a tenant that enqueues 3 SMS while another's backlog of
@@ -65,7 +66,7 @@ func TestFairNewcomer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sent := make(smsRecorder, 100)
-			pc, q := runFairServer(t, sent, worker.ThrottleConfig{Fairness: tc.fairness})
+			pc, q := runFairServer(t, sent, worker.ThrottleConfig{Fairness: tc.fairness}, 10)
 			ctx := context.Background()
 			for range 60 {
 				if _, err := pc.EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
@@ -166,5 +167,72 @@ tasks:
 	testwait.Receive(t, sent, "the second SMS, after the reset")
 	if extra := testwait.Drain(sent); len(extra) > 0 {
 		t.Errorf("%d more SMS sent than enqueued", len(extra))
+	}
+}
+
+// TestParkedAtEnqueue: while acme's SMS wait in the lines, 1,000 more of
+// them are put on the pending list by a producer that does not park, and
+// then a newcomer enqueues one. Parked at enqueue, the newcomer's SMS is
+// sent within a few of the backlog's sends, although the worker (one task
+// at a time) has the whole pending list still to take in; put on the
+// pending list too, the same run sends far more of the backlog first,
+// which shows that the count can fail.
+func TestParkedAtEnqueue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		park bool
+	}{{"parked at enqueue", true}, {"on the pending list", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sent := make(smsRecorder, 2000)
+			pc, q := runFairServer(t, sent, worker.ThrottleConfig{}, 1)
+			ctx := context.Background()
+			rdb := redistest.Client(t)
+			plain := producer.NewClientFromRedisClient(rdb, producer.WithoutParking())
+			for range 12 {
+				if _, err := plain.EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids := map[string]bool{}
+			var order []string
+			receive := func(what string) {
+				m := testwait.Receive(t, sent, what)
+				if ids[m.ID] {
+					t.Errorf("task %s sent twice", m.ID)
+				}
+				ids[m.ID] = true
+				order = append(order, m.Tenant)
+			}
+			// Once acme's first window is sent, the rest wait in its line.
+			for range 10 {
+				receive("an SMS of acme's first window")
+			}
+			for range 1000 {
+				if _, err := plain.EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			newcomer := plain
+			if tc.park {
+				newcomer = pc
+			}
+			if _, err := newcomer.EnqueueSMS(ctx, "initech", goodSMS, asynq.Queue(q)); err != nil {
+				t.Fatal(err)
+			}
+			before := len(order)
+			for order[len(order)-1] != "initech" {
+				receive("the newcomer's SMS, or the backlog's before it")
+			}
+			ahead := len(order) - 1 - before
+			t.Logf("%d of acme's sends before initech's", ahead)
+			switch {
+			case tc.park && ahead > 3:
+				t.Errorf("parked at enqueue: %d of the backlog's sends came before the newcomer's, want at most 3", ahead)
+			case !tc.park && ahead < 10:
+				t.Errorf("on the pending list: only %d of the backlog's sends came before the newcomer's", ahead)
+			}
+		})
 	}
 }

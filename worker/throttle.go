@@ -116,11 +116,11 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 	if cfg.Fairness == FairnessOn && cfg.QueueRedis != nil {
 		park := cfg.Park
 		if park <= 0 {
-			park = DefaultPark
+			park = throttle.DefaultPark
 		}
 		// A granted task reaches a worker within an idle worker's fetch
 		// interval: its place is given that much ahead, and 50 ms more.
-		lines := limiter.Lines(throttle.LinesConfig{Lead: fetch + 50*time.Millisecond})
+		lines := limiter.Lines(throttle.LinesConfig{Lead: fetch + 50*time.Millisecond, Rules: t.entryRules})
 		t.fair = &fairLines{lines: lines, rdb: cfg.QueueRedis, park: park, logger: t.logger, nudge: make(chan struct{}, 1),
 			idle: lineIdle}
 	}

@@ -69,7 +69,7 @@ type ThrottleConfig struct {
 	// Park is how long a task waiting in a fair line stays in asynq's retry
 	// set before asynq brings it back by itself, should no grant come
 	// first (its line lost in a failover, no worker running the lines);
-	// default DefaultPark.
+	// default throttle.DefaultPark.
 	Park time.Duration
 
 	// FailureMode says what to do when the limiter cannot decide; default

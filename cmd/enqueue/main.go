@@ -35,8 +35,11 @@ usage: enqueue sms   --redis URL --tenant T --to +15551234567 --body TEXT [--cou
 
 Validates and enqueues tasks; with --count, N distinct tasks (with --id, IDs
 ID-1 ... ID-N). bulk enqueues the tasks of a JSON-lines file ("enqueue bulk
---help" describes it). A flag shown with a variable (--redis, --queue) can
-also be set from the environment.
+--help" describes it). A flag shown with a variable (--redis, --queue,
+--prefix) can also be set from the environment. While a task's type waits
+in the workers' fair lines (under --prefix, default sluice:), the task is
+parked at enqueue: scheduled, and in its line, so that no backlog on the
+pending list stands before it.
 
 Exit status: 0 when every task was enqueued; 1 when one was not (invalid
 bulk line, task ID taken, Redis or FILE unusable); 2 for a usage error (a
@@ -44,7 +47,7 @@ bad flag, a --redis URL that cannot be read, an argument after the flags
 of sms or email, more than FILE after those of bulk), or an sms or email
 flag with a bad value (nothing is enqueued).`
 
-var env = map[string]string{"redis": "REDIS_URL", "queue": "SLUICE_QUEUE"}
+var env = map[string]string{"redis": "REDIS_URL", "queue": "SLUICE_QUEUE", "prefix": "SLUICE_PREFIX"}
 
 func main() {
 	cli.Main(func(ctx context.Context, args []string) int { return run(ctx, args, os.Stdin, os.Stdout, os.Stderr) })
@@ -74,15 +77,15 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr
 }
 
 // connect returns a producer client of the Redis at url, once Redis
-// answers (see cli.Connect), and the function that closes the client and
-// its connection. The error names Redis and the URL; it matches
+// answers (see cli.Connect), that parks tasks in the fair lines of prefix,
+// and the function that closes the client and its connection. The error names Redis and the URL; it matches
 // cli.ErrUsage when the URL cannot be read (cli.ExitStatus gives 2).
-func connect(ctx context.Context, url string) (*producer.Client, func(), error) {
+func connect(ctx context.Context, url, prefix string) (*producer.Client, func(), error) {
 	rdb, err := cli.Connect(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
-	pc := producer.NewClientFromRedisClient(rdb)
+	pc := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
 	return pc, func() { _ = pc.Close(); _ = rdb.Close() }, nil
 }
 
@@ -91,6 +94,7 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
 	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue")
+	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix: a task whose type waits in the fair lines there is parked at enqueue")
 	tenant := fs.String("tenant", "", "tenant id")
 	to := fs.String("to", "", "recipient: E.164 number (sms) or address (email)")
 	body := fs.String("body", "", "message text")
@@ -133,7 +137,7 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 		}
 	}
 
-	pc, closeRedis, err := connect(ctx, *redisURL)
+	pc, closeRedis, err := connect(ctx, *redisURL, *prefix)
 	if err != nil {
 		fmt.Fprintln(stderr, "enqueue:", err)
 		return cli.ExitStatus(err)

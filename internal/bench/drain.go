@@ -391,7 +391,7 @@ func runDrainStrategy(ctx context.Context, r *runner, plan *drainPlan, st drainS
 		st.concurrency = r.cfg.DrainConcurrency
 	}
 	queue := r.prefix + "drain-" + st.name
-	limiterPrefix := queue + ":"
+	limiterPrefix := limiterPrefixOf(queue)
 	defer func() {
 		// With a context of its own: the keys go even after an
 		// interruption.
@@ -514,7 +514,7 @@ func awaitDrain(ctx context.Context, r *runner, plan *drainPlan, st drainStrateg
 		case now := <-poll.C:
 			for i, j := range joiners {
 				if joined[i].IsZero() && now.Sub(start) >= j.at(plan) && provider.Unique() < want {
-					if joined[i], err = j.enqueue(ctx, r.rdb, plan, queue); err != nil {
+					if joined[i], err = j.enqueue(ctx, r.rdb, plan, queue, limiterPrefixOf(queue)); err != nil {
 						return joined, err
 					}
 					want += j.tasks
@@ -601,6 +601,9 @@ func slowly(h http.Handler, d time.Duration) http.Handler {
 		_, _ = w.Write(rec.Body.Bytes())
 	})
 }
+
+// limiterPrefixOf is the prefix of the limiter's keys of a drain on queue.
+func limiterPrefixOf(queue string) string { return queue + ":" }
 
 // enqueueBacklog enqueues the plan's tasks on queue one after another, in
 // the plan's order, so that asynq hands them out in that order.

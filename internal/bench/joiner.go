@@ -76,10 +76,10 @@ type JoinResult struct {
 	BacklogAhead int `json:"backlog_ahead"`
 }
 
-// enqueue enqueues the joiner's tasks of plan on queue and returns when it
-// did.
-func (j joiner) enqueue(ctx context.Context, rdb *redis.Client, plan *drainPlan, queue string) (time.Time, error) {
-	pc := producer.NewClientFromRedisClient(rdb)
+// enqueue enqueues the joiner's tasks of plan on queue, parked at enqueue
+// in the lines of prefix while they wait, and returns when it did.
+func (j joiner) enqueue(ctx context.Context, rdb *redis.Client, plan *drainPlan, queue, prefix string) (time.Time, error) {
+	pc := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
 	defer pc.Close()
 	at := time.Now()
 	var opts []asynq.Option

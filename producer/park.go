@@ -1,0 +1,116 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Parking at enqueue (docs/FAIRNESS.md, "Parked at enqueue"): while a
+// task's type waits in the fair lines, the Client puts the task in its
+// queue's scheduled set, due a park later, and on the lines' entrance,
+// from which a worker's dispatch loop puts it in its line at once. A
+// newcomer or an urgent task then waits for its slot, not for the workers
+// to take a backlog off the pending list ahead of it.
+
+// ErrEnqueuedLate is matched by the error of an enqueue whose task is in
+// Redis but not in the fair lines: it runs when its park ends, up to
+// throttle.DefaultPark later. Its TaskInfo is returned with it: do not
+// enqueue the task again.
+var ErrEnqueuedLate = errors.New("enqueued, but late")
+
+// waitsFor is how long a Client takes a task type's waiting in the lines
+// as said: a type that stopped waiting meanwhile costs its tasks a
+// dispatch step, no more. A type that does not wait is asked every time,
+// as a backlog may start waiting at any moment.
+const waitsFor = 100 * time.Millisecond
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithPrefix sets the prefix of the limiter's Redis keys, as the workers'
+// --prefix: the Client parks a task at enqueue while its type waits in
+// the lines there. The default is throttle.DefaultPrefix.
+func WithPrefix(prefix string) ClientOption {
+	return func(c *Client) { c.prefix = prefix }
+}
+
+// WithoutParking makes the Client put every task on its queue's pending
+// list, as asynq does, even while its type waits in the fair lines.
+func WithoutParking() ClientOption {
+	return func(c *Client) { c.parking = false }
+}
+
+// parker parks tasks at enqueue for one Client.
+type parker struct {
+	lines   *throttle.Lines
+	inspect *asynq.Inspector
+	mu      sync.Mutex
+	waits   map[string]time.Time // task type -> until when it waits, as said
+}
+
+// parkable reports whether a task due at enqueued may be parked: it is
+// due now, and opts ask for no other time or a group.
+func parkable(enqueued time.Time, opts []asynq.Option) bool {
+	if enqueued.After(time.Now()) {
+		return false
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		switch o.Type() {
+		case asynq.ProcessAtOpt, asynq.ProcessInOpt, asynq.GroupOpt:
+			return false
+		}
+	}
+	return true
+}
+
+// waiting reports whether typ waits in the lines. An error counts as no:
+// the task then goes on the pending list, as without parking.
+func (p *parker) waiting(ctx context.Context, typ string) bool {
+	p.mu.Lock()
+	until, ok := p.waits[typ]
+	p.mu.Unlock()
+	if ok && time.Now().Before(until) {
+		return true
+	}
+	w, err := p.lines.Waits(ctx, typ)
+	if err != nil || !w {
+		return false
+	}
+	p.mu.Lock()
+	p.waits[typ] = time.Now().Add(waitsFor)
+	p.mu.Unlock()
+	return true
+}
+
+// park enqueues task, due a park from now, and enters it in its line.
+// Should the entrance refuse it, the task is run now, the usual way.
+func (p *parker) park(ctx context.Context, aq *asynq.Client, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
+	prio, err := TaskPriority(task)
+	if err != nil {
+		return nil, err
+	}
+	info, err := aq.EnqueueContext(ctx, task, append(opts[:len(opts):len(opts)], asynq.ProcessIn(throttle.DefaultPark))...)
+	if err != nil {
+		return nil, err
+	}
+	err = p.lines.Enter(ctx, throttle.Entry{Class: task.Type(), Priority: prio, Tenant: tenant, Queue: info.Queue, ID: info.ID})
+	if err == nil || errors.Is(err, throttle.ErrNotWoken) {
+		return info, nil
+	}
+	if rerr := p.inspect.RunTask(info.Queue, info.ID); rerr != nil {
+		return info, fmt.Errorf("%w: task %s in queue %s runs within %s: %w; run it now: %w",
+			ErrEnqueuedLate, info.ID, info.Queue, throttle.DefaultPark, err, rerr)
+	}
+	info.State, info.NextProcessAt = asynq.TaskStatePending, time.Now()
+	return info, nil
+}

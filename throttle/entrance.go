@@ -1,0 +1,151 @@
+package throttle
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/lua"
+)
+
+// The entrance is how a producer parks a task at enqueue (docs/FAIRNESS.md,
+// "Parked at enqueue"): while the task's class waits in the lines, the
+// producer puts the task in asynq's scheduled set and its Entry on a list
+// beside the lines, and a dispatch step puts it in its line from there, so
+// that no pending list stands between the task and its slot.
+
+// Entry is a task parked at enqueue, as the entrance holds it.
+type Entry struct {
+	Class    string `json:"c"` // the task type
+	Priority int    `json:"l"` // MostUrgent to LeastUrgent
+	Tenant   string `json:"t"`
+	Queue    string `json:"q"` // the asynq queue the task waits in, scheduled
+	ID       string `json:"id"`
+}
+
+// EntryRules gives a task taken from the entrance the weight of its tenant
+// and its checks, those of the policies in force; no checks release it
+// (it is not limited, and is moved to the front of its queue).
+type EntryRules func(class, tenant string) (weight float64, checks []LineCheck)
+
+const (
+	// entranceBatch is the most entries one Dispatch takes in; a full
+	// batch says to call again at once.
+	entranceBatch = 128
+
+	// waitsStale is how old a waiting class's next look may be before
+	// Waits says no dispatch loop serves it (they look at least every
+	// second).
+	waitsStale = 5 * time.Second
+)
+
+// Waits reports whether class waits in the lines, served by a dispatch
+// loop: a task of it enqueued now is better parked at enqueue (Enter)
+// than put behind the pending list.
+func (ls *Lines) Waits(ctx context.Context, class string) (bool, error) {
+	if ls.l.err != nil {
+		return false, ls.l.err
+	}
+	group := encodeKeyPart(DefaultGroup)
+	n, err := lua.Waits.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"},
+		encodeKeyPart(class), waitsStale.Microseconds()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("throttle: does %s wait in the lines: %w", class, err)
+	}
+	return n == 1, nil
+}
+
+// Enter puts entries, tasks already in asynq's scheduled set, on the
+// entrance of the lines, and wakes the dispatch loops of every process to
+// take them in. A refused wake-up is ErrNotWoken: the entries are in, and
+// a loop takes them at its next look.
+func (ls *Lines) Enter(ctx context.Context, entries ...Entry) error {
+	if ls.l.err != nil {
+		return ls.l.err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	vals := make([]any, len(entries))
+	for i, e := range entries {
+		if e.ID == "" || e.Queue == "" || e.Tenant == "" || e.Class == "" {
+			return fmt.Errorf("throttle: enter %q in the lines: %w: class, tenant, queue and task id are all needed", e.ID, ErrInvalidKey)
+		}
+		if e.Priority < MostUrgent || e.Priority > LeastUrgent {
+			return fmt.Errorf("throttle: enter %s in the lines: %w: priority %d is not %d to %d", e.ID, ErrInvalidPolicy, e.Priority, MostUrgent, LeastUrgent)
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("throttle: enter %s in the lines: %w", e.ID, err)
+		}
+		vals[i] = b
+	}
+	group := encodeKeyPart(DefaultGroup)
+	if err := ls.l.rdb.RPush(ctx, ls.base(group)+"qe", vals...).Err(); err != nil {
+		return fmt.Errorf("throttle: enter %d tasks in the lines: %w", len(entries), err)
+	}
+	if err := ls.publishWake(ctx, group); err != nil {
+		return fmt.Errorf("throttle: enter %d tasks in the lines: %w", len(entries), err)
+	}
+	return nil
+}
+
+// entering reads the head of the entrance of group and returns fair.lua's
+// dispatch arguments that take it in (none when the lines have no
+// EntryRules or the entrance is empty), how many entries it read, and what
+// Redis refused.
+func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error) {
+	if ls.cfg.Rules == nil {
+		return nil, 0, nil
+	}
+	raw, err := ls.l.rdb.LRange(ctx, ls.base(group)+"qe", 0, entranceBatch-1).Result()
+	if err != nil || len(raw) == 0 {
+		if err == redis.Nil {
+			err = nil
+		}
+		return nil, 0, err
+	}
+	type entering struct {
+		C  string  `json:"c,omitempty"`
+		L  int     `json:"l,omitempty"`
+		T  string  `json:"t,omitempty"`
+		Q  string  `json:"q,omitempty"`
+		ID string  `json:"id,omitempty"`
+		W  float64 `json:"w,omitempty"`
+		R  string  `json:"r,omitempty"`
+	}
+	batch := make([]entering, len(raw))
+	for i, r := range raw {
+		var e Entry
+		if json.Unmarshal([]byte(r), &e) != nil || e.Class == "" || e.Tenant == "" || e.Queue == "" || e.ID == "" ||
+			e.Priority < MostUrgent || e.Priority > LeastUrgent {
+			continue // not a task: the step only removes it, and says so
+		}
+		x := entering{C: encodeKeyPart(e.Class), L: e.Priority, T: e.Tenant, Q: e.Queue, ID: e.ID}
+		w, checks := ls.cfg.Rules(e.Class, e.Tenant)
+		if len(checks) > 0 {
+			// Rules the lines cannot keep release the task: its arrival at
+			// a worker says what is wrong with them.
+			if rules, _, g, err := ls.rules(checks); err == nil && g == group {
+				x.R, x.W = rules, w
+				if !(x.W > 0) {
+					x.W = 1
+				}
+			}
+		}
+		batch[i] = x
+	}
+	enc, err := json.Marshal(batch)
+	if err != nil {
+		return nil, 0, err
+	}
+	args := make([]any, 0, 1+len(raw))
+	args = append(args, string(enc))
+	for _, r := range raw {
+		args = append(args, r)
+	}
+	return args, len(raw), nil
+}

@@ -1,0 +1,185 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// TestLinesEntrance: a class waits (its shared hourly rule is full), and
+// Waits says so while a dispatch loop keeps its next look fresh, not when
+// that look is long past. Tasks parked at enqueue (Enter) are taken in by
+// the next Dispatch of lines that have Rules: each into its own flow, at
+// its priority, once (a task in the lines already is not put there
+// twice); a task its rules do not limit is released (replied as a grant);
+// an entry that is not a task goes, named in Refused. Lines without Rules
+// (a producer's) take nothing in. Once room is made, the urgent task
+// parked at enqueue is the first given a slot.
+func TestLinesEntrance(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		const class, free = "sms", "email"
+		checks := []throttle.LineCheck{{Check: throttle.Check{Key: "provider/sms", Policy: throttle.Policy{Limit: 2, Window: time.Hour}, Cost: 1}, Shared: true}}
+		rules := func(c, tenant string) (float64, []throttle.LineCheck) {
+			if c == free {
+				return 1, nil
+			}
+			return 1, checks
+		}
+		worker := l.Lines(throttle.LinesConfig{Rules: rules})
+		producer := l.Lines(throttle.LinesConfig{})
+		arrive := func(tenant, id string, want throttle.Outcome) {
+			t.Helper()
+			turn, err := worker.Arrive(ctx, throttle.Arrival{Class: class, Tenant: tenant, Queue: "default", ID: id, Checks: checks})
+			if err != nil || turn.Outcome != want {
+				t.Fatalf("arrive %s: %v, %v; want %v", id, turn.Outcome, err, want)
+			}
+		}
+		waits := func(c string) bool {
+			t.Helper()
+			w, err := producer.Waits(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return w
+		}
+		if waits(class) {
+			t.Fatal("Waits before anything waits: true")
+		}
+		arrive("acme", "a1", throttle.Admitted)
+		arrive("acme", "a2", throttle.Admitted)
+		arrive("acme", "a3", throttle.Parked)
+		if !waits(class) || waits(free) {
+			t.Fatalf("Waits: %s %v, %s %v; want true, false", class, waits(class), free, waits(free))
+		}
+		entries := []throttle.Entry{
+			{Class: class, Priority: 3, Tenant: "globex", Queue: "default", ID: "g1"},
+			{Class: class, Priority: 1, Tenant: "acme", Queue: "default", ID: "u1"},
+			{Class: class, Priority: 3, Tenant: "acme", Queue: "default", ID: "a3"}, // in line already
+			{Class: free, Priority: 3, Tenant: "acme", Queue: "mail", ID: "e1"},
+		}
+		if err := producer.Enter(ctx, entries...); err != nil {
+			t.Fatal(err)
+		}
+		entrance := prefix + "{" + throttle.DefaultGroup + "}qe"
+		if err := rdb.RPush(ctx, entrance, "not a task").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if turn, err := producer.Dispatch(ctx); err != nil || len(turn.Granted) > 0 || len(turn.Refused) > 0 {
+			t.Fatalf("a producer's Dispatch: %+v, %v; want nothing taken in", turn, err)
+		}
+		if n := rdb.LLen(ctx, entrance).Val(); n != 5 {
+			t.Fatalf("entrance holds %d after a producer's Dispatch, want 5", n)
+		}
+		turn, err := worker.Dispatch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(turn.Granted) != "[{mail e1}]" {
+			t.Errorf("granted %v, want only the unlimited e1 released", turn.Granted)
+		}
+		if len(turn.Refused) != 1 || !strings.Contains(turn.Refused[0], "not a task: not a task") {
+			t.Errorf("refused %q, want the entry that is not a task named", turn.Refused)
+		}
+		if n := rdb.LLen(ctx, entrance).Val(); n != 0 {
+			t.Errorf("entrance holds %d after a worker's Dispatch, want 0", n)
+		}
+		flows, err := worker.Waiting(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range flows {
+			got = append(got, fmt.Sprintf("%s/%d/%s:%d", f.Class, f.Priority, f.Tenant, f.InLine))
+		}
+		sort.Strings(got)
+		if want := "[sms/1/acme:1 sms/3/acme:1 sms/3/globex:1]"; fmt.Sprint(got) != want {
+			t.Errorf("waiting %v, want %s", got, want)
+		}
+		// Room made by hand: the urgent task goes first.
+		if err := l.Reset(ctx, "provider/sms"); err != nil {
+			t.Fatal(err)
+		}
+		if err := worker.Wake(ctx, class); err != nil {
+			t.Fatal(err)
+		}
+		turn, err = worker.Dispatch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(turn.Granted) == 0 || turn.Granted[0].ID != "u1" {
+			t.Errorf("granted %v after room was made, want u1 first", turn.Granted)
+		}
+		// No loop looks for long: Waits says no.
+		old := float64(redisNow(t, rdb) - (10 * time.Second).Microseconds())
+		if err := rdb.ZAddXX(ctx, prefix+"{"+throttle.DefaultGroup+"}qw", redis.Z{Score: old, Member: class}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if waits(class) {
+			t.Error("Waits with the class's next look 10 s past: true, want false")
+		}
+	})
+}
+
+// TestLinesEntranceShared: four dispatch loops take in 600 tasks parked at
+// enqueue at the same time; each task is in the lines once, and the
+// entrance is empty.
+func TestLinesEntranceShared(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		checks := []throttle.LineCheck{{Check: throttle.Check{Key: "provider/sms", Policy: throttle.Policy{Limit: 1, Window: time.Hour}, Cost: 1}, Shared: true}}
+		rules := func(string, string) (float64, []throttle.LineCheck) { return 1, checks }
+		const n = 600
+		var entries []throttle.Entry
+		for i := range n {
+			entries = append(entries, throttle.Entry{Class: "sms", Priority: 1 + i%5, Tenant: fmt.Sprintf("t%d", i%7), Queue: "default", ID: fmt.Sprint("task", i)})
+		}
+		if err := l.Lines(throttle.LinesConfig{}).Enter(ctx, entries...); err != nil {
+			t.Fatal(err)
+		}
+		entrance := prefix + "{" + throttle.DefaultGroup + "}qe"
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Go(func() {
+				ls := l.Lines(throttle.LinesConfig{Rules: rules})
+				for rdb.LLen(ctx, entrance).Val() > 0 {
+					if _, err := ls.Dispatch(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		tasks := prefix + "{" + throttle.DefaultGroup + "}qt"
+		if got := rdb.HLen(ctx, tasks).Val(); got != n {
+			t.Errorf("%d tasks in the lines, want %d", got, n)
+		}
+		flows, err := l.Lines(throttle.LinesConfig{}).Waiting(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inLine, granted := 0, rdb.ZCard(ctx, prefix+"{"+throttle.DefaultGroup+"}qg").Val()
+		for _, f := range flows {
+			inLine += f.InLine
+		}
+		if inLine+int(granted) != n {
+			t.Errorf("%d in line and %d granted, want %d in all", inLine, granted, n)
+		}
+	})
+}
