@@ -76,6 +76,9 @@ Reply, full, in every other case: an array of 4 + 4n integers
   [4n+3]     denied: the check that set that time (1-based); else 0
   [4n+4]     line mode: 1 when the caller came back before its place (nothing
              changed), else 0
+Error reply, with nothing written: a log whose newest member's score is not
+a time in microseconds (+inf, or 2^53 and beyond) is damaged, and the
+reply names its key and that score.
 With ARGV[1] = "3" the reply has 2n more integers, 4 + 6n in all:
   [4n+3+2i]  places in line of check i: its members scored after now (0 for a
              counter check); [4i-1] counts them too
@@ -127,6 +130,17 @@ local function admit(key, count, cost)
   end
 end
 
+-- score reads the score s of a member of log key as a time in
+-- microseconds. +inf, or a score past 2^53 (the year 2255), is no time:
+-- the log is damaged, and every search on it would run to its budget.
+local function score(key, s)
+  local x = tonumber(s)
+  if not (x and x < 2 ^ 53) then
+    error({err = 'ERR damaged log ' .. key .. ': a member scored ' .. s .. ', not a time in microseconds'})
+  end
+  return x
+end
+
 -- The common cases first, before anything else is set up: Allow or line
 -- mode, every check a sliding log asked for one unit.
 --   - Each with room now for all it holds (places too) and this request,
@@ -163,23 +177,24 @@ if mode == '1' or mode == '2' then
     end
   end
   if room then
-    local ahead -- reset-after of the checks with a place ahead of now
+    -- The key goes shortly after its newest member leaves the window: this
+    -- admission, or a place ahead, read before any check is written (a
+    -- damaged one stops the script).
+    local ahead, resets = nil, {} -- reset-after: of the checks with a place ahead, of all
     for i = 1, n do
-      local key, window, before = KEYS[i], tonumber(ARGV[4 * i + 1]), counts[i]
-      admit(key, before, 1)
-      counts[i] = before + 1
-      -- The key goes shortly after its newest member leaves the window:
-      -- this one, or a place ahead.
-      local reset = window
-      if before > 0 and redis.call('ZCOUNT', key, now + 1, '+inf') > 0 then
+      local key, window = KEYS[i], tonumber(ARGV[4 * i + 1])
+      resets[i] = window
+      if counts[i] > 0 and redis.call('ZCOUNT', key, now + 1, '+inf') > 0 then
         local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-        reset = tonumber(last[2]) + window - now
-      end
-      redis.call('PEXPIRE', key, math.floor(reset / 1000) + 1)
-      if reset ~= window then
+        resets[i] = score(key, last[2]) + window - now
         ahead = ahead or {}
-        ahead[i] = reset
+        ahead[i] = resets[i]
       end
+    end
+    for i = 1, n do
+      admit(KEYS[i], counts[i], 1)
+      counts[i] = counts[i] + 1
+      redis.call('PEXPIRE', KEYS[i], math.floor(resets[i] / 1000) + 1)
     end
     if not ahead then
       return n == 1 and counts[1] or counts
@@ -197,7 +212,7 @@ if mode == '1' or mode == '2' then
       newest[i] = false
       if counts[i] > 0 then
         local e = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
-        newest[i] = tonumber(e[2])
+        newest[i] = score(KEYS[i], e[2])
         plain = plain and newest[i] <= now
       end
     end
@@ -266,7 +281,7 @@ local function last(i)
     if counts[i] > 0 then
       local e = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
       if e[2] then
-        newest[i] = tonumber(e[2])
+        newest[i] = score(KEYS[i], e[2])
       end
     end
   end
@@ -487,6 +502,13 @@ local function record()
   for _, i in ipairs(counters) do
     counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i])
   end
+end
+
+-- Every log's newest member is read before anything is written, so that a
+-- damaged log (see score) stops the script with nothing changed. settle
+-- reads it anyway: this costs no command.
+for _, i in ipairs(logs) do
+  last(i)
 end
 
 -- The counters first: they only look.

@@ -192,7 +192,12 @@ local function logFree(k, limit, w, cost, at)
     return at
   end
   local m = redis.call('ZRANGE', k, '(' .. num(at - w), '+inf', 'BYSCORE', 'LIMIT', over - 1, 1, 'WITHSCORES')
-  return math.max(at, tonumber(m[2]) + w)
+  local p = tonumber(m[2])
+  if not (p < 2 ^ 53) then
+    -- +inf (or past the year 2255) is no time: damage, not a wait forever.
+    error({err = 'ERR damaged log ' .. k .. ': a member scored ' .. m[2] .. ', not a time in microseconds'})
+  end
+  return math.max(at, p + w)
 end
 
 -- The other common arrival comes next, before the rest of the script is

@@ -22,8 +22,8 @@ import (
 //
 //   - 2xx: sent.
 //   - 429: the provider throttled us: a *ThrottledError to come back at its
-//     Retry-After (seconds or an HTTP date; DefaultProviderRetry without a
-//     usable one, or with one more than a year away).
+//     Retry-After (seconds or an HTTP date, at most a year; DefaultProviderRetry
+//     without a usable one).
 //   - 5xx and network errors: a failure, retried with backoff.
 //   - other 4xx: permanent, archived with the provider's message.
 //
@@ -213,32 +213,36 @@ func (e *StatusError) Error() string {
 	return e.Status + ": " + e.Text
 }
 
-// maxRetryAfter is the longest wait ParseRetryAfter accepts: a provider
-// that asks for more is not asking for a wait anyone can honour.
+// maxRetryAfter is the longest wait ParseRetryAfter returns: a longer one
+// is cut to it. The worker cuts holds far shorter (--max-provider-hold).
 const maxRetryAfter = 365 * 24 * time.Hour
 
 // ParseRetryAfter reads an HTTP Retry-After value, delay-seconds or an
-// HTTP date, as a wait from now. It reports false for an empty or unusable
-// value, and for a wait of more than a year; a date in the past is a wait
-// of 0.
+// HTTP date, as a wait from now, cut to a year: a provider that asks for
+// longer still asks for a long wait, not for the 1 s default. It reports
+// false for an empty or unusable value; a date in the past is a wait of 0.
 func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 || secs > int64(maxRetryAfter/time.Second) {
+	secs, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err == nil && secs >= 0:
+		return min(time.Duration(secs), maxRetryAfter/time.Second) * time.Second, true
+	case err == nil:
+		return 0, false
+	case errors.Is(err, strconv.ErrRange):
+		// Digits beyond int64: far more than a year, or a negative value.
+		if secs < 0 {
 			return 0, false
 		}
-		return time.Duration(secs) * time.Second, true
+		return maxRetryAfter, true
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
 	}
 	wait := at.Sub(now) // saturated, not wrapped, for dates centuries away
-	if wait > maxRetryAfter {
-		return 0, false
-	}
-	return max(0, wait), true
+	return min(max(0, wait), maxRetryAfter), true
 }

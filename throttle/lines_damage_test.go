@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +13,10 @@ import (
 )
 
 // TestLinesDamageContained: a key of the lines or of a rule that Redis
-// refuses (the wrong type) or that holds what the script cannot read
-// stops only the flows, or the class, that use it. Dispatch still gives
-// the others their slots, and says what it set aside, naming the key
-// when it is of the wrong type. A class is "sms" beside "email", each
+// refuses (the wrong type) or that holds what the script cannot read (a
+// log scored +inf) stops only the flows, or the class, that use it.
+// Dispatch still gives the others their slots, and says what it set
+// aside, naming the key when it is of the wrong type or scored +inf. A class is "sms" beside "email", each
 // with a shared rule of 2 per 500 ms (beyond the lead: a task that finds
 // the window full is parked), and tenants acme and globex parked in sms,
 // initech in email.
@@ -39,6 +40,13 @@ func TestLinesDamageContained(t *testing.T) {
 		{"shared log of the wrong type", func(ctx context.Context, rdb redis.UniversalClient, k keysOf) error {
 			return rdb.Set(ctx, k.rule("provider/sms"), "garbage", 0).Err()
 		}, []string{"initech"}, "provider/sms is a string, not a zset"},
+		{"shared log scored +inf", func(ctx context.Context, rdb redis.UniversalClient, k keysOf) error {
+			inf, key := math.Inf(1), k.rule("provider/sms")
+			if err := rdb.ZAdd(ctx, key, redis.Z{Score: inf, Member: "x"}, redis.Z{Score: inf, Member: "y"}).Err(); err != nil {
+				return err
+			}
+			return rdb.Persist(ctx, key).Err() // outlives the sleep below, as the string does
+		}, []string{"initech"}, "provider/sms: a member scored inf"},
 		{"class hash of the wrong type", func(ctx context.Context, rdb redis.UniversalClient, k keysOf) error {
 			return replaceWithString(ctx, rdb, k.scan("q:sms*"))
 		}, []string{"initech"}, "the lines of sms"},

@@ -24,16 +24,35 @@ import (
 )
 
 // TestProviderHoldCapped: a webhook that answers 429 with a Retry-After of
-// 30,000,000 s (347 days) holds the type's sends for MaxProviderHold (the
-// default, 10 minutes), not for the year: the hold's time to live and the
-// task's return are both within it. One WARN line gives the provider's
-// value and the cap.
+// 30,000,000 s (347 days), or of more than a year, holds the type's sends
+// for MaxProviderHold (the default, 10 minutes), not for the year nor for
+// the 1 s of a Retry-After it could not read: the hold's time to live and
+// the task's return are both within it. One WARN line gives the provider's
+// value (cut to a year) and the cap.
 func TestProviderHoldCapped(t *testing.T) {
 	t.Parallel()
+	cases := []struct {
+		name, retryAfter, logged string
+	}{
+		{"347 days", "30000000", "8333h20m0s"},
+		{"more than a year", "40000000", "8760h0m0s"},
+		{"beyond int64", "99999999999999999999", "8760h0m0s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testProviderHoldCapped(t, tc.retryAfter, tc.logged)
+		})
+	}
+}
+
+// testProviderHoldCapped runs one case of TestProviderHoldCapped: the
+// provider answers Retry-After: retryAfter, and the WARN line gives logged.
+func testProviderHoldCapped(t *testing.T, retryAfter, logged string) {
 	var calls atomic.Int32
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		calls.Add(1)
-		w.Header().Set("Retry-After", "30000000")
+		w.Header().Set("Retry-After", retryAfter)
 		w.WriteHeader(http.StatusTooManyRequests)
 	}))
 	t.Cleanup(hook.Close)
@@ -77,7 +96,7 @@ func TestProviderHoldCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	if held <= 9*time.Minute || held > worker.DefaultMaxProviderHold {
-		t.Errorf("held for %v after a Retry-After of 347 days, want about %v", held, worker.DefaultMaxProviderHold)
+		t.Errorf("held for %v after a Retry-After of %s s, want about %v", held, retryAfter, worker.DefaultMaxProviderHold)
 	}
 	if most := enqueued.Add(worker.DefaultMaxProviderHold + 2*time.Second); back.After(most) {
 		t.Errorf("the task comes back at %v, later than the cap allows (%v)", back, most)
@@ -86,7 +105,7 @@ func TestProviderHoldCapped(t *testing.T) {
 		t.Errorf("%d calls to the provider, want 1", n)
 	}
 	warn := `"level":"WARN","msg":"a provider asked to hold sends longer than --max-provider-hold; holding them that long"`
-	if !strings.Contains(logs.String(), warn) || !strings.Contains(logs.String(), `"retry_after":"8333h20m0s"`) ||
+	if !strings.Contains(logs.String(), warn) || !strings.Contains(logs.String(), `"retry_after":"`+logged+`"`) ||
 		!strings.Contains(logs.String(), `"max_provider_hold":"10m0s"`) {
 		t.Errorf("no WARN line with the provider's value and the cap:\n%s", logs)
 	}
