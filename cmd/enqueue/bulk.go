@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/readlimit"
 	"github.com/sluicehq/sluice/producer"
 )
 
@@ -181,7 +182,7 @@ func (b *bulk) check(ctx context.Context, src *source) error {
 		return errors.New("interrupted while reading the file; nothing enqueued")
 	case errors.Is(err, errTooLarge):
 		return fmt.Errorf("%s is larger than %s, the most kept for the second pass; nothing enqueued: save it to a file and give its path",
-			src.name, sizeString(src.limit))
+			src.name, readlimit.Bytes(src.limit))
 	}
 	return err // a read error of a file names it (*fs.PathError)
 }
@@ -271,19 +272,6 @@ func exitStatus(rejected []int, notEnqueued int) int {
 		return 1
 	}
 	return 0
-}
-
-// sizeString returns n bytes as "1 GiB", "512 KiB" or "100 bytes".
-func sizeString(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return strconv.FormatInt(n>>30, 10) + " GiB"
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return strconv.FormatInt(n>>20, 10) + " MiB"
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return strconv.FormatInt(n>>10, 10) + " KiB"
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 // listLines returns "line 3", "lines 3, 8" or, beyond maxListed,

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/readlimit"
 )
 
 // TestBulkStreams: the first pass of enqueue bulk keeps no task. A file
@@ -136,7 +138,7 @@ func TestSourceChanged(t *testing.T) {
 // TestBulkHelpNamesSpoolLimit: the help gives maxSpool as it is.
 func TestBulkHelpNamesSpoolLimit(t *testing.T) {
 	t.Parallel()
-	if want := "up to " + sizeString(maxSpool) + "."; !strings.Contains(bulkSynopsis, want) {
+	if want := "up to " + readlimit.Bytes(maxSpool) + "."; !strings.Contains(bulkSynopsis, want) {
 		t.Errorf("bulk --help does not say %q", want)
 	}
 }
