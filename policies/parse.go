@@ -150,37 +150,46 @@ func Parse(source string, data []byte, opts ...Option) (*Policies, error) {
 		return fail("weights: %v", err)
 	}
 	p := &Policies{source: source, tasks: map[string][]Rule{}, weights: weights}
+	if err := p.addTasks(f, layout, o.taskTypes, margin); err != nil {
+		return fail("%v", err)
+	}
+	return p, nil
+}
+
+// addTasks checks the task types of f and reads their rules into p;
+// types are those the reader handles, margin the file's or nil.
+func (p *Policies) addTasks(f policiesFile, layout fileLayout, types []string, margin *time.Duration) error {
 	known := map[string]bool{} // a set, as a file may list many extra types
-	for _, t := range slices.Concat(o.taskTypes, f.ExtraTaskTypes) {
+	for _, t := range slices.Concat(types, f.ExtraTaskTypes) {
 		known[t] = true
 	}
 	for _, taskType := range taskOrder(layout, *f.Tasks) {
 		rules := (*f.Tasks)[taskType]
 		if !taskTypeRE.MatchString(taskType) {
-			return fail("task type %q: use letters, digits and : . _ -", taskType)
+			return fmt.Errorf("task type %q: use letters, digits and : . _ -", taskType)
 		}
 		if !known[taskType] {
-			err := unknownTaskType(taskType, o.taskTypes, f.ExtraTaskTypes)
+			err := unknownTaskType(taskType, types, f.ExtraTaskTypes)
 			if line, ok := layout.line[taskType]; ok {
-				return fail("line %d: %v", line, err)
+				return fmt.Errorf("line %d: %w", line, err)
 			}
-			return fail("%v", err) // merged in: yaml gives no line
+			return err // merged in: yaml gives no line
 		}
 		seen := map[string]bool{}
 		for i, rf := range rules {
 			where := ruleLabel(taskType, i, rf.Name) // parseRule's error quotes a name with a line break
 			r, err := parseRule(rf, margin)
 			if err != nil {
-				return fail("%s: %v", where, err)
+				return fmt.Errorf("%s: %w", where, err)
 			}
 			if seen[r.Name] {
-				return fail("%s: name: %q is used twice", where, r.Name)
+				return fmt.Errorf("%s: name: %q is used twice", where, r.Name)
 			}
 			seen[r.Name] = true
 			p.tasks[taskType] = append(p.tasks[taskType], r)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // readDocument returns the one YAML document of data as nodes. A second

@@ -64,7 +64,8 @@ func (c *command) wait(t *testing.T, d time.Duration) int {
 	done := make(chan error, 1)
 	go func() { done <- c.cmd.Wait() }()
 	select {
-	case <-done:
+	case err := <-done:
+		_ = err // an exit status other than 0; ExitCode reads it
 	case <-time.After(d):
 		t.Fatalf("still running %v later; stderr so far:\n%.2000s", d, c.stderr.String())
 	}
