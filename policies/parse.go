@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/internal/readlimit"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -27,20 +27,20 @@ var ErrInvalid = errors.New("invalid policies")
 // fraction is refused rather than cut.
 type (
 	policiesFile struct {
-		Margin         *string                `yaml:"margin"`
-		ExtraTaskTypes []string               `yaml:"extra_task_types"`
-		Weights        map[string]float64     `yaml:"weights"`
-		Tasks          *map[string][]ruleFile `yaml:"tasks"`
+		Margin         *string              `yaml:"margin"`
+		ExtraTaskTypes []string             `yaml:"extra_task_types"`
+		Weights        mapping[float64]     `yaml:"weights"`
+		Tasks          *mapping[[]ruleFile] `yaml:"tasks"`
 	}
 	ruleFile struct {
-		Name      string                  `yaml:"name"`
-		Scope     string                  `yaml:"scope"`
-		Algorithm string                  `yaml:"algorithm"`
-		Mode      string                  `yaml:"mode"`
-		Limit     yaml.Node               `yaml:"limit"`
-		Window    string                  `yaml:"window"`
-		Margin    *string                 `yaml:"margin"`
-		Tenants   map[string]overrideFile `yaml:"tenants"`
+		Name      string                `yaml:"name"`
+		Scope     string                `yaml:"scope"`
+		Algorithm string                `yaml:"algorithm"`
+		Mode      string                `yaml:"mode"`
+		Limit     yaml.Node             `yaml:"limit"`
+		Window    string                `yaml:"window"`
+		Margin    *string               `yaml:"margin"`
+		Tenants   mapping[overrideFile] `yaml:"tenants"`
 	}
 	overrideFile struct {
 		Limit  yaml.Node `yaml:"limit"`
@@ -55,9 +55,24 @@ var (
 	yamlTypeRE = regexp.MustCompile(` (in type|into) [][*A-Za-z0-9_]*\.[][*A-Za-z0-9_.]+$`) // Go type names
 )
 
+// Limits of a policies file, which keep its reading within a second and a
+// few MiB of memory.
+const (
+	// MaxFileSize is the largest policies file, in bytes (1 MiB). Load
+	// refuses a larger regular file by its size, before reading it.
+	MaxFileSize = 1 << 20
+
+	// MaxOverrides is the most tenant overrides (tenants:) of a file, all
+	// rules together.
+	MaxOverrides = 10_000
+)
+
 // Load reads and validates the policies file at path, as Parse.
 func Load(path string, opts ...Option) (*Policies, error) {
-	data, err := os.ReadFile(path)
+	data, err := readlimit.File(path, MaxFileSize)
+	if tl, ok := errors.AsType[*readlimit.TooLargeError](err); ok {
+		return nil, fmt.Errorf("%s: %w: the file %v", path, ErrInvalid, tl)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("policies: %w", err)
 	}
@@ -69,16 +84,25 @@ func Load(path string, opts ...Option) (*Policies, error) {
 // rule, and the field. A task type that is neither one the reader handles
 // (producer.TaskTypes(), or those of WithTaskTypes) nor listed under the
 // file's extra_task_types is refused: its rules would never apply.
+//
+// Data larger than MaxFileSize is refused, and so is a file with more than
+// MaxOverrides tenant overrides. Parsing takes time linear in the size.
 func Parse(source string, data []byte, opts ...Option) (*Policies, error) {
 	o := readOptions(opts)
 	fail := func(format string, args ...any) (*Policies, error) {
 		return nil, fmt.Errorf("%s: %w: %s", source, ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	if len(data) > MaxFileSize {
+		return fail("the file %v", &readlimit.TooLargeError{Size: int64(len(data)), Limit: MaxFileSize})
 	}
 	// First as nodes, to name a misspelled field with its rule and the
 	// valid ones, and to keep the file's order of task types; then into
 	// the file's shape, which checks the kinds of values.
 	doc, err := readDocument(data)
 	if err != nil {
+		return fail("%v", err)
+	}
+	if err := checkMappingSizes(&doc); err != nil {
 		return fail("%v", err)
 	}
 	layout, err := checkFields(&doc)
@@ -118,38 +142,54 @@ func Parse(source string, data []byte, opts ...Option) (*Policies, error) {
 		// "throttle nothing" takes an explicit empty map.
 		return fail("no tasks: list the rules of each task type under tasks:, or write tasks: {} to throttle nothing")
 	}
+	if n := countOverrides(*f.Tasks); n > MaxOverrides {
+		return fail("%d tenant overrides, more than the limit of %d", n, MaxOverrides)
+	}
 	weights, err := parseWeights(f.Weights)
 	if err != nil {
 		return fail("weights: %v", err)
 	}
 	p := &Policies{source: source, tasks: map[string][]Rule{}, weights: weights}
+	if err := p.addTasks(f, layout, o.taskTypes, margin); err != nil {
+		return fail("%v", err)
+	}
+	return p, nil
+}
+
+// addTasks checks the task types of f and reads their rules into p;
+// types are those the reader handles, margin the file's or nil.
+func (p *Policies) addTasks(f policiesFile, layout fileLayout, types []string, margin *time.Duration) error {
+	known := map[string]bool{} // a set, as a file may list many extra types
+	for _, t := range slices.Concat(types, f.ExtraTaskTypes) {
+		known[t] = true
+	}
 	for _, taskType := range taskOrder(layout, *f.Tasks) {
 		rules := (*f.Tasks)[taskType]
 		if !taskTypeRE.MatchString(taskType) {
-			return fail("task type %q: use letters, digits and : . _ -", taskType)
+			return fmt.Errorf("task type %q: use letters, digits and : . _ -", taskType)
 		}
-		if !slices.Contains(o.taskTypes, taskType) && !slices.Contains(f.ExtraTaskTypes, taskType) {
-			err := unknownTaskType(taskType, o.taskTypes, f.ExtraTaskTypes)
+		if !known[taskType] {
+			err := unknownTaskType(taskType, types, f.ExtraTaskTypes)
 			if line, ok := layout.line[taskType]; ok {
-				return fail("line %d: %v", line, err)
+				return fmt.Errorf("line %d: %w", line, err)
 			}
-			return fail("%v", err) // merged in: yaml gives no line
+			return err // merged in: yaml gives no line
 		}
 		seen := map[string]bool{}
 		for i, rf := range rules {
 			where := ruleLabel(taskType, i, rf.Name) // parseRule's error quotes a name with a line break
 			r, err := parseRule(rf, margin)
 			if err != nil {
-				return fail("%s: %v", where, err)
+				return fmt.Errorf("%s: %w", where, err)
 			}
 			if seen[r.Name] {
-				return fail("%s: name: %q is used twice", where, r.Name)
+				return fmt.Errorf("%s: name: %q is used twice", where, r.Name)
 			}
 			seen[r.Name] = true
 			p.tasks[taskType] = append(p.tasks[taskType], r)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // readDocument returns the one YAML document of data as nodes. A second
@@ -169,6 +209,18 @@ func readDocument(data []byte) (yaml.Node, error) {
 	return doc, nil
 }
 
+// countOverrides returns the number of tenant overrides of all the rules
+// of tasks.
+func countOverrides(tasks map[string][]ruleFile) int {
+	n := 0
+	for _, rules := range tasks {
+		for _, rf := range rules {
+			n += len(rf.Tenants)
+		}
+	}
+	return n
+}
+
 // checkExtraTaskTypes checks the names of the file's extra_task_types.
 func checkExtraTaskTypes(types []string) error {
 	for _, t := range types {
@@ -185,7 +237,7 @@ func taskOrder(layout fileLayout, tasks map[string][]ruleFile) []string {
 	order := slices.DeleteFunc(slices.Clone(layout.taskTypes), func(t string) bool { _, ok := tasks[t]; return !ok })
 	var merged []string
 	for t := range tasks {
-		if !slices.Contains(order, t) {
+		if _, inFile := layout.line[t]; !inFile {
 			merged = append(merged, t)
 		}
 	}

@@ -175,6 +175,11 @@ tasks:
 tasks:
   sms:send: [{name: a, scope: tenant, limit: &four 4, window: 1s}, {name: b, scope: global, limit: *four, window: 1s}]
 `, map[string][]policies.Rule{"sms:send": {rule("a", policies.ScopeTenant, 4, time.Second), rule("b", policies.ScopeGlobal, 4, time.Second)}}},
+		{"tenants merged in", `
+tasks:
+  sms:send: [{name: a, scope: tenant, limit: 4, window: 1s, tenants: {<<: [{acme: {limit: 1}}, {acme: {limit: 9}, globex: {limit: 2}}], globex: {limit: 3}}}]
+`, map[string][]policies.Rule{"sms:send": {withTenants(rule("a", policies.ScopeTenant, 4, time.Second),
+			map[string]throttle.Policy{"acme": {Limit: 1, Window: time.Second}, "globex": {Limit: 3, Window: time.Second}})}}},
 		{"nothing throttled", "tasks: {}\n", nil},
 		{"a type with an empty list", "tasks:\n  sms:send: []\n", nil},
 	}
@@ -253,6 +258,15 @@ func TestParseRejects(t *testing.T) {
 			[]string{`line 3: sms:send: rule 1 (a): unknown field "x\ny"`}},
 		{"a document with a line break", "0\n\n00", []string{"cannot unmarshal !!str `0 00`"}},
 		{"task type twice", "tasks:\n  sms:send: []\n  sms:send: []\n", []string{`"sms:send" already defined`}},
+		{"tenant twice", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {acme: {limit: 2}, acme: {limit: 3}}"),
+			[]string{`mapping key "acme" already defined at line 3`}},
+		{"weight twice", "weights: {acme: 2, acme: 3}\ntasks: {}\n", []string{`mapping key "acme" already defined at line 1`}},
+		{"an override's field misspelled in a merge", rule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {acme: {<<: {limt: 2}}}"),
+			[]string{"line 3: field limt not found"}},
+		{"a rule's field misspelled in a merged type", "tasks:\n  <<: {sms:send: [{name: a, scope: tenant, limt: 1, window: 1s}]}\n",
+			[]string{"line 2: field limt not found"}},
+		{"a large mapping where none belongs", rule("name: a, scope: tenant, limit: 1, window: {" + manyKeys(17) + "}"),
+			[]string{"line 3: a mapping of 17 keys: only tasks:, weights: and tenants: hold more than 16"}},
 
 		// Task types.
 		{"task type with a space", "tasks:\n  sms send:\n    - {name: a, scope: tenant, limit: 1, window: 1s}\n",

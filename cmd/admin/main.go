@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			{Name: "usage", Run: func(args []string) int { return runUsage(ctx, args, stdout, stderr) }},
 			{Name: "reset", Run: func(args []string) int { return runReset(ctx, args, stdout, stderr) }},
 			{Name: "reset-global", Run: func(args []string) int { return runResetGlobal(ctx, args, stdout, stderr) }},
-			{Name: "validate", Run: func(args []string) int { return runValidate(args, stdin, stdout, stderr) }},
+			{Name: "validate", Run: func(args []string) int { return runValidate(ctx, args, stdin, stdout, stderr) }},
 			{Name: "throttled", Run: func(args []string) int { return runThrottled(ctx, args, stdout, stderr) }},
 			{Name: "holds", Run: func(args []string) int { return runHolds(ctx, args, stdout, stderr) }},
 			{Name: "unhold", Run: func(args []string) int { return runUnhold(ctx, args, stdout, stderr) }},

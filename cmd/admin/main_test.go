@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -395,6 +397,10 @@ func TestValidate(t *testing.T) {
 			"admin validate: standard input: invalid policies: no tasks: list the rules of each task type under tasks:, or write tasks: {} to throttle nothing\n"},
 		{"missing file", []string{"validate", "/nonexistent/policies.yaml"}, "", 1, "",
 			"admin validate: policies: open /nonexistent/policies.yaml: no such file or directory\n"},
+		{"a file without end", []string{"validate", "/dev/zero"}, "", 1, "",
+			"admin validate: /dev/zero: invalid policies: the file is more than the limit of 1 MiB\n"},
+		{"standard input too large", []string{"validate", "-"}, "tasks: {}\n" + strings.Repeat("#", policies.MaxFileSize), 1, "",
+			"admin validate: standard input: invalid policies: the file is more than the limit of 1 MiB\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -410,5 +416,29 @@ func TestValidate(t *testing.T) {
 				t.Errorf("stderr\n got %q\nwant %q", got, want)
 			}
 		})
+	}
+}
+
+// TestValidateInterrupted: an interrupt stops admin validate at once,
+// even while it waits for standard input.
+func TestValidateInterrupted(t *testing.T) {
+	t.Parallel()
+	pr, pw := io.Pipe() // sends nothing until closed
+	t.Cleanup(func() { pw.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, []string{"validate", "-"}, pr, &stdout, &stderr)
+		done <- result{code, stdout.String(), stderr.String()}
+	}()
+	select {
+	case got := <-done:
+		if want := (result{1, "", "admin validate: interrupted\n"}); got != want {
+			t.Errorf("result = %+v, want %+v", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("admin validate still running 10 s after the interrupt")
 	}
 }

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 
+	"github.com/sluicehq/sluice/internal/readlimit"
 	"github.com/sluicehq/sluice/policies"
 )
 
-// runValidate runs "admin validate" with args.
-func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// runValidate runs "admin validate" with args. ctx's end (SIGINT,
+// SIGTERM) stops it at once, even while it reads a terminal or a pipe.
+func runValidate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	const name = "admin validate"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	if code, ok := parseFlags(fs, args, stdout, stderr, "FILE"); !ok {
@@ -18,22 +22,39 @@ func runValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if fs.NArg() == 0 {
 		return failf(stderr, 2, name, "needs FILE, or - for standard input, after the flags (see --help)")
 	}
-	var (
+	type result struct {
 		p   *policies.Policies
 		err error
-	)
-	if path := fs.Arg(0); path == "-" {
-		var data []byte
-		if data, err = io.ReadAll(stdin); err != nil {
-			return failf(stderr, 1, name, "standard input: %v", err)
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, err := load(fs.Arg(0), stdin)
+		done <- result{p, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return failf(stderr, 1, name, "interrupted")
+	case r := <-done:
+		if r.err != nil {
+			return failf(stderr, 1, name, "%v", r.err)
 		}
-		p, err = policies.Parse("standard input", data)
-	} else {
-		p, err = policies.Load(path)
+		fmt.Fprintln(stdout, r.p.Summary())
+		return 0
+	}
+}
+
+// load reads and checks the policies file at path, or stdin for "-",
+// reading no more of stdin than policies.MaxFileSize and a byte.
+func load(path string, stdin io.Reader) (*policies.Policies, error) {
+	if path != "-" {
+		return policies.Load(path)
+	}
+	data, err := readlimit.All(stdin, policies.MaxFileSize)
+	if tl, ok := errors.AsType[*readlimit.TooLargeError](err); ok {
+		return nil, fmt.Errorf("standard input: %w: the file %v", policies.ErrInvalid, tl)
 	}
 	if err != nil {
-		return failf(stderr, 1, name, "%v", err)
+		return nil, fmt.Errorf("standard input: %w", err)
 	}
-	fmt.Fprintln(stdout, p.Summary())
-	return 0
+	return policies.Parse("standard input", data)
 }

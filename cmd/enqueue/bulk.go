@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/readlimit"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -37,7 +38,9 @@ CRLF line endings accepted, unknown fields refused; a line holds at most
 
 Every line is checked before anything is sent to Redis. If one is invalid,
 nothing is enqueued, unless --skip-invalid is given: then the valid lines
-are. Each rejected line, invalid or with an id already taken, is reported
+are. FILE is read twice, so memory stays small whatever its size: a file
+that changes in between is refused, and standard input (or a pipe) is
+copied to a temporary file as it is checked, up to 1 GiB. Each rejected line, invalid or with an id already taken, is reported
 on stderr as "enqueue: line N: reason"; a summary follows on stdout, and a
 progress bar shows on stderr when it is a terminal.
 
@@ -46,13 +49,6 @@ failed to enqueue, or FILE or Redis could not be used; 2 for a usage error.`
 
 // maxListed is the number of line numbers a summary lists.
 const maxListed = 10
-
-// bulkTask is a valid line of a bulk file.
-type bulkTask struct {
-	line int
-	task *asynq.Task
-	opts []asynq.Option
-}
 
 // runBulk runs "enqueue bulk" with args.
 func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -78,20 +74,16 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "enqueue:", err)
 		return cli.ExitStatus(err)
 	}
-	in := stdin
-	if path := fs.Arg(0); path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			fmt.Fprintln(stderr, "enqueue:", err)
-			return 1
-		}
-		defer f.Close()
-		in = f
+	src, err := openSource(fs.Arg(0), stdin, maxSpool)
+	if err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 1
 	}
+	defer src.Close()
 
-	// First pass: read and check every line, before anything reaches Redis.
-	b := &bulk{queue: *queue, stderr: stderr, ids: map[string]int{}}
-	if err := b.readAll(ctx, in); err != nil {
+	// First pass: check every line, before anything reaches Redis.
+	b := &bulk{queue: *queue, stderr: stderr, ids: map[idKey]int{}}
+	if err := b.check(ctx, src); err != nil {
 		fmt.Fprintln(stderr, "enqueue:", err)
 		return 1
 	}
@@ -100,9 +92,14 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			b.total, len(b.rejected), listLines(b.rejected))
 		return 1
 	}
-	if len(b.tasks) == 0 {
+	if b.valid == 0 {
 		fmt.Fprintln(stdout, summary(0, b.total, b.rejected, 0))
 		return exitStatus(b.rejected, 0)
+	}
+	in, err := src.second()
+	if err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 1
 	}
 
 	pc, closeRedis, err := connect(ctx, *redisURL, *prefix)
@@ -111,23 +108,33 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return cli.ExitStatus(err)
 	}
 	defer closeRedis()
-	// Second pass: enqueue, one task at a time.
-	enqueued, notEnqueued := b.enqueueAll(ctx, pc)
+	// Second pass: read the lines again and enqueue the valid ones.
+	enqueued, notEnqueued := b.enqueueAll(ctx, pc, in)
 	slices.Sort(b.rejected)
 	fmt.Fprintln(stdout, summary(enqueued, b.total, b.rejected, notEnqueued))
 	return exitStatus(b.rejected, notEnqueued)
 }
 
-// bulk is one run of "enqueue bulk": the valid lines read, and the lines
-// rejected.
+// bulk is one run of "enqueue bulk": what the first pass learnt of the
+// lines, which is all it keeps of them.
 type bulk struct {
 	queue  string // --queue, for the lines without one
 	stderr io.Writer
 
-	tasks    []bulkTask
-	rejected []int          // line numbers
-	total    int            // lines that are not blank
-	ids      map[string]int // queue and task ID to the line that has them
+	valid    int           // lines that give a task
+	rejected []int         // line numbers
+	total    int           // lines that are not blank
+	ids      map[idKey]int // a task ID in its queue to the line that has it
+}
+
+// idKey is a task ID and its queue, hashed: the first pass keeps 16
+// bytes for each ID, whatever its length.
+type idKey [16]byte
+
+// newIDKey returns the key of task ID id in queue q.
+func newIDKey(q, id string) idKey {
+	sum := sha256.Sum256([]byte(q + "\x00" + id))
+	return idKey(sum[:16])
 }
 
 // reject counts line as rejected and says why on stderr.
@@ -136,10 +143,10 @@ func (b *bulk) reject(line int, format string, args ...any) {
 	fmt.Fprintf(b.stderr, "enqueue: line %d: "+format+"\n", append([]any{line}, args...)...)
 }
 
-// readAll reads and checks every line of in. Its error says why the file
-// could not be read, or that ctx ended the read.
-func (b *bulk) readAll(ctx context.Context, in io.Reader) error {
-	read := func(line int, task *asynq.Task, opts []asynq.Option, err error) error {
+// check reads and checks every line of src, keeping no task. Its error
+// says why the input could not be read, or that ctx ended the read.
+func (b *bulk) check(ctx context.Context, src *source) error {
+	read := func(line int, _ *asynq.Task, opts []asynq.Option, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -153,63 +160,96 @@ func (b *bulk) readAll(ctx context.Context, in io.Reader) error {
 		}
 		if id := optString(opts, asynq.TaskIDOpt, ""); id != "" {
 			q := optString(opts, asynq.QueueOpt, b.queue)
-			key := q + "\x00" + id
+			key := newIDKey(q, id)
 			if first, ok := b.ids[key]; ok {
 				b.reject(line, "id %q is the id of line %d too, in queue %s", id, first, q)
 				return nil
 			}
 			b.ids[key] = line
 		}
-		b.tasks = append(b.tasks, bulkTask{line: line, task: task, opts: opts})
+		b.valid++
 		return nil
 	}
 	// Read in a goroutine, so that an interrupt stops a read from a
 	// terminal or a pipe that sends nothing more.
 	done := make(chan error, 1)
-	go func() { done <- producer.ReadBulk(in, read) }()
+	go func() { done <- producer.ReadBulk(src.first(), read) }()
 	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
 	}
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return errors.New("interrupted while reading the file; nothing enqueued")
+	case errors.Is(err, errTooLarge):
+		return fmt.Errorf("%s is larger than %s, the most kept for the second pass; nothing enqueued: save it to a file and give its path",
+			src.name, readlimit.Bytes(src.limit))
 	}
 	return err // a read error of a file names it (*fs.PathError)
 }
 
-// enqueueAll enqueues the valid lines, one task at a time, and returns how
-// many were enqueued and how many were not because Redis failed or ctx
-// ended (the lines after a failure would fail the same way, one timeout
-// each). A task ID already taken is a rejected line.
-func (b *bulk) enqueueAll(ctx context.Context, pc *producer.Client) (enqueued, notEnqueued int) {
-	bar := newProgress(b.stderr, len(b.tasks))
+// errChanged stops the second pass at a line that differs from the first.
+var errChanged = errors.New("the input changed")
+
+// enqueueAll reads in again and enqueues its valid lines, one task at a
+// time, and returns how many were enqueued and how many were not because
+// Redis failed, ctx ended or the input changed since the first pass (the
+// lines after a failure would fail the same way, one timeout each). A task
+// ID already taken is a rejected line.
+func (b *bulk) enqueueAll(ctx context.Context, pc *producer.Client, in io.Reader) (enqueued, notEnqueued int) {
+	bar := newProgress(b.stderr, b.valid)
 	defer bar.clear()
-	for i, t := range b.tasks {
+	checked := b.rejected[:len(b.rejected):len(b.rejected)] // the first pass's, in line order
+	done := 0
+	stop := func(line int, why string) error {
+		notEnqueued = b.valid - done
+		fmt.Fprintf(b.stderr, "enqueue: %s at line %d: it and %s after it not enqueued\n", why, line, count(notEnqueued-1, "valid line"))
+		return errChanged
+	}
+	err := producer.ReadBulk(in, func(line int, task *asynq.Task, opts []asynq.Option, lerr error) error {
+		for len(checked) > 0 && checked[0] < line {
+			checked = checked[1:]
+		}
+		wasRejected := len(checked) > 0 && checked[0] == line
+		switch {
+		case lerr != nil && !wasRejected, done == b.valid && !wasRejected:
+			bar.clear()
+			notEnqueued = b.valid - done
+			fmt.Fprintf(b.stderr, "enqueue: line %d: the input changed since it was checked; stopped, %s not enqueued\n",
+				line, count(notEnqueued, "valid line"))
+			return errChanged
+		case wasRejected:
+			return nil
+		}
 		// The line's own options come last, so that they win.
-		opts := append([]asynq.Option{asynq.Queue(b.queue)}, t.opts...)
-		_, err := pc.Enqueue(ctx, t.task, opts...)
-		if err == nil {
+		_, err := pc.Enqueue(ctx, task, append([]asynq.Option{asynq.Queue(b.queue)}, opts...)...)
+		done++
+		switch {
+		case err == nil:
 			enqueued++
-			bar.update(i + 1)
-			continue
+		case errors.Is(err, asynq.ErrTaskIDConflict):
+			bar.clear()
+			b.reject(line, "id %q is taken: queue %s already has a task with this id",
+				optString(opts, asynq.TaskIDOpt, ""), optString(opts, asynq.QueueOpt, b.queue))
+		default:
+			bar.clear()
+			done--
+			if ctx.Err() != nil {
+				return stop(line, "interrupted")
+			}
+			fmt.Fprintf(b.stderr, "enqueue: line %d: %v\n", line, err)
+			return stop(line, "stopped")
 		}
-		bar.clear()
-		if errors.Is(err, asynq.ErrTaskIDConflict) {
-			b.reject(t.line, "id %q is taken: queue %s already has a task with this id",
-				optString(t.opts, asynq.TaskIDOpt, ""), optString(t.opts, asynq.QueueOpt, b.queue))
-			bar.update(i + 1)
-			continue
-		}
-		notEnqueued = len(b.tasks) - i
-		stopped := "stopped"
-		if ctx.Err() != nil {
-			stopped = "interrupted"
-		} else {
-			fmt.Fprintf(b.stderr, "enqueue: line %d: %v\n", t.line, err)
-		}
-		fmt.Fprintf(b.stderr, "enqueue: %s at line %d: it and %s after it not enqueued\n", stopped, t.line, count(notEnqueued-1, "valid line"))
-		break
+		bar.update(done)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errChanged) {
+		fmt.Fprintln(b.stderr, "enqueue:", err)
+		notEnqueued = b.valid - done
+	} else if err == nil && done < b.valid {
+		fmt.Fprintf(b.stderr, "enqueue: the input changed since it was checked: %s not found again\n", count(b.valid-done, "valid line"))
+		notEnqueued = b.valid - done
 	}
 	return enqueued, notEnqueued
 }

@@ -121,20 +121,19 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 		return 2
 	}
 
-	// Build and validate every task before anything reaches Redis.
-	tasks := make([]*asynq.Task, *count)
-	for i := range tasks {
-		var err error
-		opts := []asynq.Option{asynq.MaxRetry(*maxRetry), producer.Priority(*priority)}
-		if kind == "sms" {
-			tasks[i], err = producer.NewSMSTask(*tenant, producer.SMS{To: *to, Body: *body}, opts...)
-		} else {
-			tasks[i], err = producer.NewEmailTask(*tenant, producer.Email{To: *to, Subject: *subject, Body: *body, From: *from}, opts...)
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "enqueue:", err)
-			return 2
-		}
+	// One task, built and checked before Redis is contacted: the count
+	// of them are the same task under IDs of their own.
+	opts := []asynq.Option{asynq.MaxRetry(*maxRetry), producer.Priority(*priority)}
+	var task *asynq.Task
+	var err error
+	if kind == "sms" {
+		task, err = producer.NewSMSTask(*tenant, producer.SMS{To: *to, Body: *body}, opts...)
+	} else {
+		task, err = producer.NewEmailTask(*tenant, producer.Email{To: *to, Subject: *subject, Body: *body, From: *from}, opts...)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 2
 	}
 
 	pc, closeRedis, err := connect(ctx, *redisURL, *prefix)
@@ -143,29 +142,12 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 		return cli.ExitStatus(err)
 	}
 	defer closeRedis()
-	failed := 0
-	for i, task := range tasks {
-		opts := []asynq.Option{asynq.Queue(*queue)}
-		switch {
-		case *id != "" && *count == 1:
-			opts = append(opts, asynq.TaskID(*id))
-		case *id != "":
-			opts = append(opts, asynq.TaskID(fmt.Sprintf("%s-%d", *id, i+1)))
-		}
-		info, err := pc.Enqueue(ctx, task, opts...)
-		if err != nil {
-			fmt.Fprintf(stderr, "enqueue: task %d: %v\n", i+1, err)
-			failed++
-			continue
-		}
-		if *count == 1 {
-			fmt.Fprintln(stdout, info.ID)
-		}
-	}
+	c := countRun{task: task, count: *count, queue: *queue, id: *id, stdout: stdout, stderr: stderr}
+	enqueued, notEnqueued := c.enqueue(ctx, pc)
 	if *count > 1 {
-		fmt.Fprintf(stdout, "enqueued %d of %d %s tasks for tenant %s on queue %s\n", *count-failed, *count, kind, *tenant, *queue)
+		fmt.Fprintf(stdout, "enqueued %d of %d %s tasks for tenant %s on queue %s\n", enqueued, *count, kind, *tenant, *queue)
 	}
-	if failed > 0 {
+	if notEnqueued > 0 {
 		return 1
 	}
 	return 0

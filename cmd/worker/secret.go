@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/readlimit"
 )
 
 // Secrets come from the environment, never from flags, which other users
@@ -26,6 +28,11 @@ character is refused. Secrets never appear in logs or errors, nor does user
 information in the --sms-webhook URL.`
 )
 
+// maxSecretSize is the largest secret file read, in bytes: a token or a
+// password is far shorter, and /dev/zero named by mistake is refused
+// after 64 KiB rather than read until memory runs out.
+const maxSecretSize = 64 << 10
+
 // secret returns the secret of the environment variable name, or of the
 // file that name+"_FILE" names, read once and without its trailing newline;
 // "" when neither is set (an empty variable counts as unset). Both set is
@@ -42,7 +49,10 @@ func secret(name string) (string, error) {
 	case path == "":
 		return value, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := readlimit.File(path, maxSecretSize)
+	if tl, ok := errors.AsType[*readlimit.TooLargeError](err); ok {
+		return "", fmt.Errorf("%s: the file it names %v", fileVar, tl)
+	}
 	if err != nil {
 		// Without the path: a secret given by mistake as the variable's
 		// value would be shown.

@@ -77,6 +77,11 @@ func TestSecretErrors(t *testing.T) {
 			"worker: SLUICE_SMTP_PASSWORD_FILE: cannot read the file it names: no such file or directory\n"},
 		{"token file empty", []string{"SLUICE_SMS_WEBHOOK_TOKEN_FILE=" + empty}, nil,
 			"worker: SLUICE_SMS_WEBHOOK_TOKEN_FILE: the file it names is empty\n"},
+		// Refused after maxSecretSize bytes, not read until memory runs out.
+		{"token file without end", []string{"SLUICE_SMS_WEBHOOK_TOKEN_FILE=/dev/zero"}, nil,
+			"worker: SLUICE_SMS_WEBHOOK_TOKEN_FILE: the file it names is more than the limit of 64 KiB\n"},
+		{"password file too large", []string{"SLUICE_SMTP_PASSWORD_FILE=" + writeSecret(t, strings.Repeat("x", maxSecretSize+1))}, nil,
+			"worker: SLUICE_SMTP_PASSWORD_FILE: the file it names is 65537 bytes, more than the limit of 64 KiB\n"},
 		{"token file two newlines", []string{"SLUICE_SMS_WEBHOOK_TOKEN_FILE=" + writeSecret(t, webhookToken+"\n\n")}, nil,
 			"worker: SLUICE_SMS_WEBHOOK_TOKEN_FILE: the file it names holds a control character (a second newline?) after its one trailing newline is removed\n"},
 		{"password file CRLF twice", []string{"SLUICE_SMTP_PASSWORD_FILE=" + writeSecret(t, smtpPassword+"\r\n\r\n")}, nil,

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/readlimit"
 )
 
 // RedisURLHelp is the help of the commands' --redis flag: the URL forms
@@ -96,9 +98,16 @@ func redisURL(rawURL string) (redisConfig, error) {
 	return cfg, nil
 }
 
+// maxCAFile is the largest CA file read, in bytes: a system's whole
+// bundle of roots is some 200 KiB.
+const maxCAFile = 1 << 20
+
 // readCAs returns a pool of the CA certificates in the PEM file at path.
 func readCAs(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
+	data, err := readlimit.File(path, maxCAFile)
+	if _, ok := errors.AsType[*readlimit.TooLargeError](err); ok {
+		return nil, fmt.Errorf("%s %w", path, err)
+	}
 	if err != nil {
 		return nil, err
 	}

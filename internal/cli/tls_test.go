@@ -152,6 +152,7 @@ func TestRedisCAFileErrors(t *testing.T) {
 	cases := []struct{ file, want string }{
 		{"/no/such/ca.pem", RedisCAFileEnv + ": open /no/such/ca.pem: no such file or directory"},
 		{"tls_test.go", RedisCAFileEnv + ": tls_test.go holds no PEM certificate"},
+		{"/dev/zero", RedisCAFileEnv + ": /dev/zero is more than the limit of 1 MiB"},
 	}
 	for _, tc := range cases {
 		t.Setenv(RedisCAFileEnv, tc.file)
