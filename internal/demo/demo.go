@@ -353,7 +353,7 @@ func (r *runner) report(insp *asynq.Inspector, want map[string]string, took time
 // enqueue enqueues counts[j] SMS of the j-th tenant through the producer,
 // the tenants taking turns, and returns their IDs and tenants.
 func (r *runner) enqueue(ctx context.Context, counts []int) (map[string]string, error) {
-	pc := producer.NewClientFromRedisClient(r.broker.rdb)
+	pc := producer.NewClientFromRedisClient(r.broker.rdb, producer.WithPrefix(r.prefix))
 	defer pc.Close()
 	tasks := 0
 	for _, n := range counts {

@@ -47,7 +47,7 @@ func (l *late) due(sent int) bool { return l != nil && l.id == "" && sent >= l.a
 // enqueueLate enqueues the late SMS, adds it to want, and notes when and
 // behind how many of the others' SMS.
 func (r *runner) enqueueLate(ctx context.Context, want map[string]string, sent int) error {
-	pc := producer.NewClientFromRedisClient(r.broker.rdb)
+	pc := producer.NewClientFromRedisClient(r.broker.rdb, producer.WithPrefix(r.prefix))
 	defer pc.Close()
 	m := producer.SMS{To: "+15559999999", Body: "Sluice demo message for " + r.late.tenant + ", a late tenant"}
 	info, err := pc.EnqueueSMS(ctx, r.late.tenant, m, asynq.Queue(r.queue))
