@@ -28,8 +28,9 @@ writes, and 'q' after the tag is a kind of key no window uses.
   <base>qn:<c>:<b>     hash   grants per tenant in share span b (now / span),
                               for the status page; lives three spans
   <base>qe             list   the entrance: tasks parked at enqueue, JSON
-                              {c, l, t, q, id}, until a dispatch step puts
-                              them in their lines
+                              {c, l, t, q, id, at}, until a dispatch step
+                              puts them in their lines
+  <base>qd             string the entrance's heartbeat: a loop takes it in
 
 A rule is {k = Redis key, l = limit, w = window us, c = cost, a = algorithm,
 s = shared (1) or the tenant's own (0)}. Counter rules (not 'sliding-log')
@@ -63,7 +64,9 @@ ARGV[8]   JSON array of {c = class, l = level, t = tenant, q = queue,
           id = task id, w = weight, r = rules (JSON as in ARGV[14])};
           without r, the task is not limited by the rules in force and is
           released (replied as a grant, to be moved to the front of its
-          queue); without c, its entry is not a task and only goes
+          queue), as is one whose flow's keys fail; without c, its entry
+          is not a task and only goes; with s (stale: its task comes back
+          by itself), it only goes
 ARGV[9+i] the entry of the i-th (from 0) as read, removed from the
           entrance by value: a step that finds it gone (another took it)
           skips it
@@ -966,12 +969,17 @@ end
 -- finds it gone, and a task in the lines already (its park ended and it
 -- arrived) is not put there twice.
 local function enter(x, e)
-  local ok, gone = pcall(redis.call, 'LREM', base .. 'qe', 1, e)
+  -- Looked for near the head, where every loop reads: an entry another
+  -- loop took is not searched for down a long entrance.
+  local ok, at = pcall(redis.call, 'LPOS', base .. 'qe', e, 'MAXLEN', 2 * #ARGV)
+  if ok and at then
+    ok, at = pcall(redis.call, 'LREM', base .. 'qe', 1, e)
+  end
   if not ok then
-    refusals[#refusals + 1] = 'the entrance ' .. base .. 'qe: ' .. errText(gone)
+    refusals[#refusals + 1] = 'the entrance ' .. base .. 'qe: ' .. errText(at)
     return
   end
-  if gone == 0 then
+  if not at or at == 0 or x.s then
     return
   end
   if not x.c then
@@ -996,8 +1004,9 @@ local function enter(x, e)
     waiting(f)
   end)
   if not ok then
-    -- Its task stays in asynq and comes back when its park ends.
+    -- Released: its arrival meets the damage the usual way.
     damaged(x.c, x.l, x.t, err)
+    out[#out + 1], out[#out + 2] = x.q, x.id
   end
 end
 

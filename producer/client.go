@@ -144,6 +144,9 @@ func (c *Client) enqueue(ctx context.Context, task *asynq.Task, tenant string, o
 	var err error
 	if at, _ := TaskEnqueued(task); c.parker != nil && parkable(at, opts) && c.parker.waiting(ctx, task.Type()) {
 		info, err = c.parker.park(ctx, c.aq, task, tenant, opts)
+		if errors.Is(err, ErrEnqueuedLate) {
+			return info, fmt.Errorf("producer: enqueue %s for tenant %q: %w", task.Type(), tenant, err)
+		}
 	} else {
 		info, err = c.aq.EnqueueContext(ctx, task, opts...)
 	}

@@ -107,10 +107,17 @@ func (p *parker) park(ctx context.Context, aq *asynq.Client, task *asynq.Task, t
 	if err == nil || errors.Is(err, throttle.ErrNotWoken) {
 		return info, nil
 	}
-	if rerr := p.inspect.RunTask(info.Queue, info.ID); rerr != nil {
+	// Run now; or pending already, moved by a worker that took it in.
+	if rerr := p.inspect.RunTask(info.Queue, info.ID); rerr != nil && !p.pending(info) {
 		return info, fmt.Errorf("%w: task %s in queue %s runs within %s: %w; run it now: %w",
 			ErrEnqueuedLate, info.ID, info.Queue, throttle.DefaultPark, err, rerr)
 	}
 	info.State, info.NextProcessAt = asynq.TaskStatePending, time.Now()
 	return info, nil
+}
+
+// pending reports whether the task of info is pending or running.
+func (p *parker) pending(info *asynq.TaskInfo) bool {
+	got, err := p.inspect.GetTaskInfo(info.Queue, info.ID)
+	return err == nil && (got.State == asynq.TaskStatePending || got.State == asynq.TaskStateActive)
 }

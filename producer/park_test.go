@@ -38,6 +38,12 @@ func TestParkAtEnqueue(t *testing.T) {
 		}
 	}
 
+	// A worker's dispatch loop takes the entrance in (here, once).
+	rules := func(string, string) (float64, []throttle.LineCheck) { return 1, checks }
+	if _, err := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)).Lines(throttle.LinesConfig{Rules: rules}).Dispatch(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	c := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
 	before := time.Now()
 	info, err := c.EnqueueSMS(ctx, "globex", goodSMS, asynq.Queue(q), producer.Priority(1))
@@ -53,8 +59,8 @@ func TestParkAtEnqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	var e throttle.Entry
-	if len(raw) != 1 || json.Unmarshal([]byte(raw[0]), &e) != nil ||
-		e != (throttle.Entry{Class: producer.TypeSMS, Priority: 1, Tenant: "globex", Queue: q, ID: info.ID}) {
+	if len(raw) != 1 || json.Unmarshal([]byte(raw[0]), &e) != nil || e.At < before.UnixMilli() ||
+		e != (throttle.Entry{Class: producer.TypeSMS, Priority: 1, Tenant: "globex", Queue: q, ID: info.ID, At: e.At}) {
 		t.Fatalf("entrance holds %q, want the parked SMS", raw)
 	}
 

@@ -24,6 +24,9 @@ type Entry struct {
 	Tenant   string `json:"t"`
 	Queue    string `json:"q"` // the asynq queue the task waits in, scheduled
 	ID       string `json:"id"`
+	// At is when the task was enqueued, in Unix milliseconds; Enter sets
+	// it. An entry older than entryStale is not taken in.
+	At int64 `json:"at"`
 }
 
 // EntryRules gives a task taken from the entrance the weight of its tenant
@@ -36,10 +39,14 @@ const (
 	// batch says to call again at once.
 	entranceBatch = 128
 
-	// waitsStale is how old a waiting class's next look may be before
-	// Waits says no dispatch loop serves it (they look at least every
-	// second).
-	waitsStale = 5 * time.Second
+	// heartbeat is how long a Dispatch that takes in the entrance says a
+	// loop does (Waits): loops call it at least every second.
+	heartbeat = 5 * time.Second
+
+	// entryStale is the age of an entry that is no longer taken in: its
+	// task's park ends soon, or has ended and the task arrived (it may
+	// even have been sent, and failed since), so it comes the usual way.
+	entryStale = DefaultPark - time.Minute
 )
 
 // Waits reports whether class waits in the lines, served by a dispatch
@@ -50,8 +57,8 @@ func (ls *Lines) Waits(ctx context.Context, class string) (bool, error) {
 		return false, ls.l.err
 	}
 	group := encodeKeyPart(DefaultGroup)
-	n, err := lua.Waits.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"},
-		encodeKeyPart(class), waitsStale.Microseconds()).Int64()
+	n, err := lua.Waits.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw", ls.base(group) + "qd"},
+		encodeKeyPart(class)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("throttle: does %s wait in the lines: %w", class, err)
 	}
@@ -70,7 +77,9 @@ func (ls *Lines) Enter(ctx context.Context, entries ...Entry) error {
 		return nil
 	}
 	vals := make([]any, len(entries))
+	at := time.Now().UnixMilli()
 	for i, e := range entries {
+		e.At = at
 		if e.ID == "" || e.Queue == "" || e.Tenant == "" || e.Class == "" {
 			return fmt.Errorf("throttle: enter %q in the lines: %w: class, tenant, queue and task id are all needed", e.ID, ErrInvalidKey)
 		}
@@ -101,14 +110,21 @@ func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error)
 	if ls.cfg.Rules == nil {
 		return nil, 0, nil
 	}
-	raw, err := ls.l.rdb.LRange(ctx, ls.base(group)+"qe", 0, entranceBatch-1).Result()
+	// The heartbeat first: an entrance that fails is still read by a loop.
+	read := ls.l.rdb.Pipeline()
+	read.Set(ctx, ls.base(group)+"qd", 1, heartbeat)
+	lr := read.LRange(ctx, ls.base(group)+"qe", 0, entranceBatch-1)
+	_, _ = read.Exec(ctx)
+	raw, err := lr.Result()
 	if err != nil || len(raw) == 0 {
 		if err == redis.Nil {
 			err = nil
 		}
 		return nil, 0, err
 	}
+	stale := time.Now().Add(-entryStale).UnixMilli()
 	type entering struct {
+		S  bool    `json:"s,omitempty"`
 		C  string  `json:"c,omitempty"`
 		L  int     `json:"l,omitempty"`
 		T  string  `json:"t,omitempty"`
@@ -123,6 +139,10 @@ func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error)
 		if json.Unmarshal([]byte(r), &e) != nil || e.Class == "" || e.Tenant == "" || e.Queue == "" || e.ID == "" ||
 			e.Priority < MostUrgent || e.Priority > LeastUrgent {
 			continue // not a task: the step only removes it, and says so
+		}
+		if e.At < stale {
+			batch[i] = entering{S: true}
+			continue
 		}
 		x := entering{C: encodeKeyPart(e.Class), L: e.Priority, T: e.Tenant, Q: e.Queue, ID: e.ID}
 		w, checks := ls.cfg.Rules(e.Class, e.Tenant)

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,12 +16,12 @@ import (
 )
 
 // TestLinesEntrance: a class waits (its shared hourly rule is full), and
-// Waits says so while a dispatch loop keeps its next look fresh, not when
-// that look is long past. Tasks parked at enqueue (Enter) are taken in by
+// Waits says so once a dispatch loop takes the entrance in, not before,
+// nor once its heartbeat has gone. Tasks parked at enqueue (Enter) are taken in by
 // the next Dispatch of lines that have Rules: each into its own flow, at
 // its priority, once (a task in the lines already is not put there
 // twice); a task its rules do not limit is released (replied as a grant);
-// an entry that is not a task goes, named in Refused. Lines without Rules
+// an entry that is not a task goes, named in Refused; a stale one goes. Lines without Rules
 // (a producer's) take nothing in. Once room is made, the urgent task
 // parked at enqueue is the first given a slot.
 func TestLinesEntrance(t *testing.T) {
@@ -58,6 +59,12 @@ func TestLinesEntrance(t *testing.T) {
 		arrive("acme", "a1", throttle.Admitted)
 		arrive("acme", "a2", throttle.Admitted)
 		arrive("acme", "a3", throttle.Parked)
+		if waits(class) {
+			t.Fatal("Waits before a loop took the entrance in: true")
+		}
+		if _, err := worker.Dispatch(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if !waits(class) || waits(free) {
 			t.Fatalf("Waits: %s %v, %s %v; want true, false", class, waits(class), free, waits(free))
 		}
@@ -71,14 +78,18 @@ func TestLinesEntrance(t *testing.T) {
 			t.Fatal(err)
 		}
 		entrance := prefix + "{" + throttle.DefaultGroup + "}qe"
-		if err := rdb.RPush(ctx, entrance, "not a task").Err(); err != nil {
+		// An entry older than a park less a minute: its task comes back
+		// by itself.
+		stale, _ := json.Marshal(throttle.Entry{Class: class, Priority: 3, Tenant: "initech", Queue: "default", ID: "old",
+			At: time.Now().Add(-throttle.DefaultPark).UnixMilli()})
+		if err := rdb.RPush(ctx, entrance, "not a task", stale).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if turn, err := producer.Dispatch(ctx); err != nil || len(turn.Granted) > 0 || len(turn.Refused) > 0 {
 			t.Fatalf("a producer's Dispatch: %+v, %v; want nothing taken in", turn, err)
 		}
-		if n := rdb.LLen(ctx, entrance).Val(); n != 5 {
-			t.Fatalf("entrance holds %d after a producer's Dispatch, want 5", n)
+		if n := rdb.LLen(ctx, entrance).Val(); n != 6 {
+			t.Fatalf("entrance holds %d after a producer's Dispatch, want 6", n)
 		}
 		turn, err := worker.Dispatch(ctx)
 		if err != nil {
@@ -119,13 +130,12 @@ func TestLinesEntrance(t *testing.T) {
 		if len(turn.Granted) == 0 || turn.Granted[0].ID != "u1" {
 			t.Errorf("granted %v after room was made, want u1 first", turn.Granted)
 		}
-		// No loop looks for long: Waits says no.
-		old := float64(redisNow(t, rdb) - (10 * time.Second).Microseconds())
-		if err := rdb.ZAddXX(ctx, prefix+"{"+throttle.DefaultGroup+"}qw", redis.Z{Score: old, Member: class}).Err(); err != nil {
+		// No loop has taken the entrance in for a while: Waits says no.
+		if err := rdb.Del(ctx, prefix+"{"+throttle.DefaultGroup+"}qd").Err(); err != nil {
 			t.Fatal(err)
 		}
 		if waits(class) {
-			t.Error("Waits with the class's next look 10 s past: true, want false")
+			t.Error("Waits without the entrance's heartbeat: true, want false")
 		}
 	})
 }

@@ -244,11 +244,16 @@ func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 	}
 	group := encodeKeyPart(DefaultGroup)
 	in, n, ierr := ls.entering(ctx, group)
+	damaged := redis.Error(nil)
+	if ierr != nil && !errors.As(ierr, &damaged) {
+		// Redis unreachable, or ctx done: the step would fare no better.
+		return Turn{}, fmt.Errorf("throttle: dispatch the lines: read the entrance: %w", ierr)
+	}
 	t, err := ls.run(ctx, group, append(ls.args("dispatch", group), in...))
 	if err != nil {
 		return Turn{}, fmt.Errorf("throttle: dispatch the lines: %w", err)
 	}
-	if rerr := redis.Error(nil); errors.As(ierr, &rerr) {
+	if damaged != nil {
 		// A damaged entrance stops no one: the lines go on without it.
 		t.Refused = append(t.Refused, fmt.Sprintf("the entrance %sqe: %v", ls.base(group), ierr))
 	}

@@ -55,7 +55,7 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
 	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue of the lines without one")
-	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix: a task whose type waits in the fair lines there is parked at enqueue")
+	prefix := fs.String("prefix", throttle.DefaultPrefix, prefixHelp)
 	skipInvalid := fs.Bool("skip-invalid", false, "enqueue the valid lines even when some are invalid")
 	if code, ok := parseFlags(fs, args, bulkSynopsis, stdout, stderr, "FILE"); !ok {
 		return code

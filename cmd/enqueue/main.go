@@ -47,6 +47,9 @@ bad flag, a --redis URL that cannot be read, an argument after the flags
 of sms or email, more than FILE after those of bulk), or an sms or email
 flag with a bad value (nothing is enqueued).`
 
+// prefixHelp is the help of every command's --prefix.
+const prefixHelp = "prefix of the limiter's Redis keys, as the workers' --prefix: a task whose type waits in the fair lines there is parked at enqueue"
+
 var env = map[string]string{"redis": "REDIS_URL", "queue": "SLUICE_QUEUE", "prefix": "SLUICE_PREFIX"}
 
 func main() {
@@ -78,8 +81,9 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr
 
 // connect returns a producer client of the Redis at url, once Redis
 // answers (see cli.Connect), that parks tasks in the fair lines of prefix,
-// and the function that closes the client and its connection. The error names Redis and the URL; it matches
-// cli.ErrUsage when the URL cannot be read (cli.ExitStatus gives 2).
+// and the function that closes the client and its connection. The error
+// names Redis and the URL; it matches cli.ErrUsage when the URL cannot be
+// read (cli.ExitStatus gives 2).
 func connect(ctx context.Context, url, prefix string) (*producer.Client, func(), error) {
 	rdb, err := cli.Connect(ctx, url)
 	if err != nil {
@@ -94,7 +98,7 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
 	redisURL := fs.String("redis", "", cli.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue")
-	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix: a task whose type waits in the fair lines there is parked at enqueue")
+	prefix := fs.String("prefix", throttle.DefaultPrefix, prefixHelp)
 	tenant := fs.String("tenant", "", "tenant id")
 	to := fs.String("to", "", "recipient: E.164 number (sms) or address (email)")
 	body := fs.String("body", "", "message text")
