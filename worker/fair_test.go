@@ -74,16 +74,8 @@ func TestFairNewcomer(t *testing.T) {
 				}
 			}
 			// Once acme's first window has been sent, the newcomer comes.
-			var order []string
-			ids := map[string]bool{}
-			receive := func(what string) {
-				m := testwait.Receive(t, sent, what)
-				if ids[m.ID] {
-					t.Errorf("task %s sent twice", m.ID)
-				}
-				ids[m.ID] = true
-				order = append(order, m.Tenant)
-			}
+			rec := &sendOrder{t: t, sent: sent, ids: map[string]bool{}}
+			receive := rec.receive
 			for range 12 {
 				receive("an SMS of the backlog")
 			}
@@ -92,18 +84,18 @@ func TestFairNewcomer(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before := len(order)
-			for len(order) < 63 {
+			before := len(rec.order)
+			for len(rec.order) < 63 {
 				receive("the next SMS")
 			}
 			last := before
-			for i := before; i < len(order); i++ {
-				if order[i] == "initech" {
+			for i := before; i < len(rec.order); i++ {
+				if rec.order[i] == "initech" {
 					last = i
 				}
 			}
 			ahead := 0 // the backlog's sends before the newcomer's last
-			for _, tenant := range order[before:last] {
+			for _, tenant := range rec.order[before:last] {
 				if tenant == "acme" {
 					ahead++
 				}
@@ -111,7 +103,7 @@ func TestFairNewcomer(t *testing.T) {
 			t.Logf("%d of acme's sends before initech's last", ahead)
 			switch {
 			case tc.fairness == worker.FairnessOn && ahead > 6:
-				t.Errorf("fair: %d of the backlog's sends came before the newcomer's last, want at most 6 (order %v)", ahead, order[before:])
+				t.Errorf("fair: %d of the backlog's sends came before the newcomer's last, want at most 6 (order %v)", ahead, rec.order[before:])
 			case tc.fairness == worker.FairnessOff && ahead < 20:
 				t.Errorf("first come first served: only %d of the backlog's sends before the newcomer's last", ahead)
 			}
@@ -196,16 +188,8 @@ func TestParkedAtEnqueue(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ids := map[string]bool{}
-			var order []string
-			receive := func(what string) {
-				m := testwait.Receive(t, sent, what)
-				if ids[m.ID] {
-					t.Errorf("task %s sent twice", m.ID)
-				}
-				ids[m.ID] = true
-				order = append(order, m.Tenant)
-			}
+			rec := &sendOrder{t: t, sent: sent, ids: map[string]bool{}}
+			receive := rec.receive
 			// Once acme's first window is sent, the rest wait in its line.
 			for range 10 {
 				receive("an SMS of acme's first window")
@@ -222,14 +206,14 @@ func TestParkedAtEnqueue(t *testing.T) {
 			if _, err := newcomer.EnqueueSMS(ctx, "initech", goodSMS, asynq.Queue(q)); err != nil {
 				t.Fatal(err)
 			}
-			before := len(order)
-			for order[len(order)-1] != "initech" {
+			before := len(rec.order)
+			for rec.order[len(rec.order)-1] != "initech" {
 				receive("the newcomer's SMS, or the backlog's before it")
 			}
 			// Read as the newcomer's SMS is received: the list only shrinks,
 			// but for a task granted and moved to its front.
 			left := rdb.LLen(ctx, "asynq:{"+q+"}:pending").Val()
-			ahead := len(order) - 1 - before
+			ahead := len(rec.order) - 1 - before
 			t.Logf("%d of acme's sends before initech's; %d tasks on the pending list then", ahead, left)
 			switch {
 			case tc.park && left < backlog/2:
@@ -239,4 +223,24 @@ func TestParkedAtEnqueue(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sendOrder records the tenants of the SMS sent, in order of arrival, and
+// fails t on a task sent twice.
+type sendOrder struct {
+	t     *testing.T
+	sent  smsRecorder
+	ids   map[string]bool
+	order []string
+}
+
+// receive waits for the next SMS sent, what naming it in a timeout.
+func (o *sendOrder) receive(what string) {
+	o.t.Helper()
+	m := testwait.Receive(o.t, o.sent, what)
+	if o.ids[m.ID] {
+		o.t.Errorf("task %s sent twice", m.ID)
+	}
+	o.ids[m.ID] = true
+	o.order = append(o.order, m.Tenant)
 }
