@@ -65,3 +65,10 @@ var waitsSource string
 // Waits says whether a class waits in the fair lines with a dispatch loop
 // serving it: see waits.lua for its KEYS, ARGV and reply.
 var Waits = redis.NewScript(waitsSource)
+
+//go:embed resetlines.lua
+var resetLinesSource string
+
+// ResetLines empties the fair lines of one class, whatever its keys hold:
+// see resetlines.lua for its KEYS, ARGV and reply.
+var ResetLines = redis.NewScript(resetLinesSource)

@@ -32,13 +32,9 @@ func (l *Limiter) Holds(ctx context.Context, most int) ([]HeldKey, error) {
 		return nil, l.err
 	}
 	head := l.prefix + "{" + encodeKeyPart(DefaultGroup) + "}hold:"
-	node := l.rdb
-	if cc, ok := l.rdb.(*redis.ClusterClient); ok {
-		c, err := cc.MasterForKey(ctx, head)
-		if err != nil {
-			return nil, fmt.Errorf("throttle: holds: %w", err)
-		}
-		node = c
+	node, err := l.masterOf(ctx, head)
+	if err != nil {
+		return nil, fmt.Errorf("throttle: holds: %w", err)
 	}
 	var out []HeldKey
 	it := node.Scan(ctx, 0, globEscaper.Replace(head)+"*", 1000).Iterator()
@@ -56,6 +52,16 @@ func (l *Limiter) Holds(ctx context.Context, most int) ([]HeldKey, error) {
 		return out, fmt.Errorf("throttle: holds: %w", err)
 	}
 	return out, nil
+}
+
+// masterOf returns what SCAN should be sent to for the keys of key's slot:
+// on a Redis Cluster the slot's master, which alone holds them; else the
+// client itself.
+func (l *Limiter) masterOf(ctx context.Context, key string) (redis.Cmdable, error) {
+	if cc, ok := l.rdb.(*redis.ClusterClient); ok {
+		return cc.MasterForKey(ctx, key)
+	}
+	return l.rdb, nil
 }
 
 // Unhold ends the hold of key at once, in every worker within their
