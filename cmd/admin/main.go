@@ -6,6 +6,7 @@
 //	admin usage     --redis URL --policies FILE --tenant T [--type sms:send] [--prefix P] [--json]
 //	admin reset     --redis URL --policies FILE --tenant T [--type X] [--rule R] [--prefix P] [--yes]
 //	admin reset-global --redis URL --policies FILE --type X --rule R [--prefix P] [--yes]
+//	admin reset-lines --redis URL --type X [--prefix P] [--yes]
 //	admin validate  FILE
 //	admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
 //	admin holds     --redis URL [--prefix P]
@@ -44,6 +45,7 @@ const synopsis = `
 usage: admin usage     --redis URL --policies FILE --tenant T [--type TYPE] [--prefix P] [--json]
        admin reset     --redis URL --policies FILE --tenant T [--type TYPE] [--rule R] [--prefix P] [--yes]
        admin reset-global --redis URL --policies FILE --type TYPE --rule R [--prefix P] [--yes]
+       admin reset-lines --redis URL --type TYPE [--prefix P] [--yes]
        admin validate  FILE
        admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
        admin holds     --redis URL [--prefix P]
@@ -60,6 +62,12 @@ reset-global
            holds (a damaged key): every tenant's sends in it are forgotten,
            so up to a window's worth more may go at once. Without --yes it
            only says what it would reset, and exits 2.
+reset-lines
+           empties the fair lines of TYPE, whatever their keys hold (a
+           damaged key), and moves its parked tasks to their queues'
+           pending lists. The tenants' order, the learned lead and the
+           unclaimed grants are lost. Without --yes it only says what it
+           would reset, and exits 2.
 validate   checks a policies file ("-" for standard input) and prints what
            it enforces; no Redis needed.
 throttled  lists the tasks that wait throttled in asynq's retry sets, and
@@ -100,6 +108,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			{Name: "usage", Run: func(args []string) int { return runUsage(ctx, args, stdout, stderr) }},
 			{Name: "reset", Run: func(args []string) int { return runReset(ctx, args, stdout, stderr) }},
 			{Name: "reset-global", Run: func(args []string) int { return runResetGlobal(ctx, args, stdout, stderr) }},
+			{Name: "reset-lines", Run: func(args []string) int { return runResetLines(ctx, args, stdout, stderr) }},
 			{Name: "validate", Run: func(args []string) int { return runValidate(ctx, args, stdin, stdout, stderr) }},
 			{Name: "throttled", Run: func(args []string) int { return runThrottled(ctx, args, stdout, stderr) }},
 			{Name: "holds", Run: func(args []string) int { return runHolds(ctx, args, stdout, stderr) }},

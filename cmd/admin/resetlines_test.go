@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hibiken/asynq"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// TestResetLines: four sms:send tasks in asynq's scheduled set, due in 10
+// minutes as a parked task is: the first admitted at once, two waiting in
+// the fair lines, one at the entrance. The dry run changes nothing; with --yes the
+// lines are empty and the parked tasks pending.
+func TestResetLines(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWindows(t)
+	queue := strings.TrimSuffix(w.prefix, ":") // a queue of the test's own
+	client := asynq.NewClientFromRedisClient(w.rdb)
+	ins := asynq.NewInspectorFromRedisClient(w.rdb)
+	t.Cleanup(func() { _ = ins.DeleteQueue(queue, true) })
+	ls := w.limiter.Lines(throttle.LinesConfig{})
+	full := throttle.Policy{Limit: 1, Window: time.Hour}
+	var ids []string
+	for i := range 4 {
+		info, err := client.Enqueue(asynq.NewTask("sms:send", nil), asynq.Queue(queue), asynq.ProcessIn(throttle.DefaultPark))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+		if i == 3 {
+			if err := ls.Enter(ctx, throttle.Entry{Class: "sms:send", Priority: 3, Tenant: "acme", Queue: queue, ID: info.ID}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := ls.Arrive(ctx, throttle.Arrival{Class: "sms:send", Tenant: "acme", Queue: queue, ID: info.ID,
+			Checks: []throttle.LineCheck{{Check: throttle.Check{Key: "provider/sms:send", Policy: full, Cost: 1}, Shared: true}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"reset-lines", "--redis", redistest.URL(t), "--prefix", w.prefix, "--type", "sms:send"}
+	states := func() map[asynq.TaskState]int {
+		out := map[asynq.TaskState]int{}
+		for _, id := range ids {
+			info, err := ins.GetTaskInfo(queue, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[info.State]++
+		}
+		return out
+	}
+
+	before := w.snapshot(t)
+	r := admin(t, "", args...)
+	if r.code != 2 || !strings.Contains(r.stderr, "give --yes") {
+		t.Errorf("dry run: exit %d, stderr %q; want 2 and a word of --yes", r.code, r.stderr)
+	}
+	if want := `would reset the fair lines of "sms:send": `; !strings.HasPrefix(r.stdout, want) ||
+		!strings.Contains(r.stdout, "2 tasks waiting") || !strings.Contains(r.stdout, "1 at the entrance") ||
+		!strings.Contains(r.stdout, "would move the 3 parked tasks") {
+		t.Errorf("dry run said:\n%s", r.stdout)
+	}
+	if diff := cmp.Diff(before, w.snapshot(t)); diff != "" {
+		t.Errorf("the dry run changed Redis:\n%s", diff)
+	}
+	if got := states(); got[asynq.TaskStateScheduled] != 4 {
+		t.Errorf("after the dry run, tasks by state %v, want 4 scheduled", got)
+	}
+
+	r = admin(t, "", append(args, "--yes")...)
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("reset-lines --yes: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, want := range []string{`reset the fair lines of "sms:send"`, "lost: the tenants' order", "moved 3 parked tasks to their queues' pending lists"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout has no %q:\n%s", want, r.stdout)
+		}
+	}
+	if got := states(); got[asynq.TaskStatePending] != 3 || got[asynq.TaskStateScheduled] != 1 {
+		t.Errorf("after the reset, tasks by state %v, want 3 pending and the one admitted at once, never parked, scheduled", got)
+	}
+	for k := range w.snapshot(t) {
+		if strings.Contains(k, "sms") && strings.Contains(k, "}q") {
+			t.Errorf("key %s left after the reset", k)
+		}
+	}
+	c, err := ls.ClassLines(ctx, "sms:send")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Keys)+len(c.Parked()) != 0 {
+		t.Errorf("the lines of sms:send after the reset: %+v", c)
+	}
+}
