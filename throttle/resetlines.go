@@ -40,6 +40,9 @@ func (c ClassLines) Parked() []Grant {
 	return append(append(append([]Grant(nil), c.Waiting...), c.Granted...), c.Entering...)
 }
 
+// errUnreadTask is a task in qt whose entry does not parse.
+var errUnreadTask = errors.New("a task's entry in the lines does not parse")
+
 // resetTries is how many times ResetLines looks again when a flow joins
 // the class while it resets.
 const resetTries = 5
@@ -123,7 +126,7 @@ func (ls *Lines) findClass(ctx context.Context, class string) (*foundClass, erro
 	damaged := false
 	refused := func(err error) bool {
 		var rerr redis.Error
-		if errors.As(err, &rerr) && err != redis.Nil {
+		if errors.Is(err, errUnreadTask) || errors.As(err, &rerr) && err != redis.Nil {
 			f.Refused = append(f.Refused, err.Error())
 			damaged = true
 			return true
@@ -147,43 +150,8 @@ func (ls *Lines) findClass(ctx context.Context, class string) (*foundClass, erro
 	for _, m := range blocked {
 		f.flows[m] = true
 	}
-	// The tasks, and the flows of those given a grant.
-	type task struct {
-		State string          `json:"s"` // 'W' waiting, 'G' granted
-		Start json.RawMessage `json:"S"` // read, so that "S" is not taken for "s"
-		C     string          `json:"c"`
-		L     int             `json:"l"`
-		T     string          `json:"t"`
-		Q     string          `json:"q"`
-	}
-	var granted []string
-	flowOf := map[string]string{}
-	it := rdb.HScan(ctx, f.base+"qt", 0, "", 1000).Iterator()
-	for it.Next(ctx) {
-		id := it.Val()
-		if !it.Next(ctx) {
-			break
-		}
-		var t task
-		if json.Unmarshal([]byte(it.Val()), &t) != nil {
-			damaged = true // whose it is cannot be told
-			continue
-		}
-		if t.C != f.class {
-			continue
-		}
-		fl := strconv.Itoa(t.L) + ":" + t.T
-		f.flows[fl] = true
-		f.ids = append(f.ids, id)
-		if t.State == "G" {
-			f.Granted = append(f.Granted, Grant{Queue: t.Q, ID: id})
-			granted = append(granted, id)
-			flowOf[id] = fl
-		} else {
-			f.Waiting = append(f.Waiting, Grant{Queue: t.Q, ID: id})
-		}
-	}
-	if err := it.Err(); err != nil && !refused(err) {
+	granted, flowOf, err := f.readTasks(ctx, rdb, refused)
+	if err != nil {
 		return nil, err
 	}
 	// The entrance.
@@ -203,7 +171,62 @@ func (ls *Lines) findClass(ctx context.Context, class string) (*foundClass, erro
 			return nil, err
 		}
 	}
-	// Every key that exists: the fixed ones, the flows', the share counts.
+	if err := f.existing(ctx, rdb); err != nil {
+		return nil, err
+	}
+	f.placesOf(ctx, rdb, granted, flowOf)
+	for _, members := range f.places {
+		f.Places += len(members)
+	}
+	return f, nil
+}
+
+// readTasks adds the class's tasks in qt to f, and returns the granted
+// ones with their flows; refused says whether an error is a damaged key's.
+func (f *foundClass) readTasks(ctx context.Context, rdb redis.UniversalClient, refused func(error) bool) (granted []string, flowOf map[string]string, err error) {
+	type task struct {
+		State string          `json:"s"` // 'W' waiting, 'G' granted
+		Start json.RawMessage `json:"S"` // read, so that "S" is not taken for "s"
+		C     string          `json:"c"`
+		L     int             `json:"l"`
+		T     string          `json:"t"`
+		Q     string          `json:"q"`
+	}
+	flowOf = map[string]string{}
+	it := rdb.HScan(ctx, f.base+"qt", 0, "", 1000).Iterator()
+	for it.Next(ctx) {
+		id := it.Val()
+		if !it.Next(ctx) {
+			break
+		}
+		var t task
+		if json.Unmarshal([]byte(it.Val()), &t) != nil {
+			refused(errUnreadTask) // whose it is cannot be told
+			continue
+		}
+		if t.C != f.class {
+			continue
+		}
+		fl := strconv.Itoa(t.L) + ":" + t.T
+		f.flows[fl] = true
+		f.ids = append(f.ids, id)
+		if t.State == "G" {
+			f.Granted = append(f.Granted, Grant{Queue: t.Q, ID: id})
+			granted = append(granted, id)
+			flowOf[id] = fl
+		} else {
+			f.Waiting = append(f.Waiting, Grant{Queue: t.Q, ID: id})
+		}
+	}
+	if err := it.Err(); err != nil && !refused(err) {
+		return nil, nil, err
+	}
+	return granted, flowOf, nil
+}
+
+// existing sets f.Keys to the class's own keys that exist: the fixed
+// ones, its flows', its share counts of the last spans.
+func (f *foundClass) existing(ctx context.Context, rdb redis.UniversalClient) error {
 	candidates := []string{f.key("q:")}
 	for l := MostUrgent; l <= LeastUrgent; l++ {
 		candidates = append(candidates, f.key("qr:", strconv.Itoa(l)))
@@ -215,7 +238,7 @@ func (ls *Lines) findClass(ctx context.Context, class string) (*foundClass, erro
 	}
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	span := now.UnixMicro() / ShareSpan.Microseconds()
 	for b := span - 3; b <= span+1; b++ {
@@ -229,13 +252,18 @@ func (ls *Lines) findClass(ctx context.Context, class string) (*foundClass, erro
 		seen[k] = true
 		n, err := rdb.Exists(ctx, k).Result()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n == 1 {
 			f.Keys = append(f.Keys, k)
 		}
 	}
-	// The places of the grants, in the logs their flows' rules name.
+	return nil
+}
+
+// placesOf notes the places of the granted tasks in the logs their flows'
+// rules name; a flow whose rules cannot be read is skipped.
+func (f *foundClass) placesOf(ctx context.Context, rdb redis.UniversalClient, granted []string, flowOf map[string]string) {
 	for _, id := range granted {
 		l, tn, _ := strings.Cut(flowOf[id], ":")
 		r, err := rdb.HGet(ctx, f.key("qf:", l, tn), "r").Result()
@@ -255,10 +283,6 @@ func (ls *Lines) findClass(ctx context.Context, class string) (*foundClass, erro
 			}
 		}
 	}
-	for _, members := range f.places {
-		f.Places += len(members)
-	}
-	return f, nil
 }
 
 // scanClass adds to f the flows whose keys SCAN finds: the way to find

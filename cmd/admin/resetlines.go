@@ -46,7 +46,7 @@ func runResetLines(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return failf(stderr, 1, name, "%v", err)
 		}
 		printClassLines(stdout, "would reset", c)
-		fmt.Fprintf(stdout, "would move the %d parked tasks to the front of their queues' pending lists\n", len(c.Parked()))
+		fmt.Fprintf(stdout, "would move the %d parked tasks to their queues' pending lists\n", len(c.Parked()))
 		return failf(stderr, 2, name, "nothing reset: give --yes to empty the lines listed")
 	}
 	c, err := ls.ResetLines(ctx, *taskType)
