@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -232,7 +233,7 @@ func (f *foundClass) existing(ctx context.Context, rdb redis.UniversalClient) er
 		candidates = append(candidates, f.key("qr:", strconv.Itoa(l)))
 	}
 	candidates = append(candidates, f.key("qb:"))
-	for fl := range f.flows {
+	for _, fl := range slices.Sorted(maps.Keys(f.flows)) {
 		l, tn, _ := strings.Cut(fl, ":")
 		candidates = append(candidates, f.key("ql:", l, tn), f.key("qf:", l, tn))
 	}
