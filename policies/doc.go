@@ -28,10 +28,6 @@
 //     ResetTenant). They read and reset windows only through the limiter's
 //     API (throttle.Limiter.Usage and Reset), never its keys.
 //
-// The names were worker's until this package was split out of it; worker
-// keeps them as deprecated aliases for one release (worker.ParsePolicies
-// is Parse, worker.PolicyFile is File, and so on; see CHANGELOG.md).
-//
 // A Policies value is never changed once built, and a File may be read and
 // reloaded from any goroutine: everything is safe for concurrent use.
 package policies

@@ -18,9 +18,7 @@
 //     observers (worker.Observer), such as its metrics and status page.
 //
 // The worker (package worker) routes each task to its provider and acts
-// on these errors; this package does not import it. The old names in
-// package worker (worker.Webhook, worker.SMTP, worker.ThrottledError, ...)
-// are deprecated aliases of these, for one release.
+// on these errors; this package does not import it.
 //
 // Everything is safe for concurrent use unless its documentation says
 // otherwise.

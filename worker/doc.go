@@ -15,20 +15,12 @@
 //   - server.go: a ready-made worker (NewServer, Server.Run) with the
 //     middleware, the providers and asynq set up for Sluice.
 //   - handler.go: Handler, which sends each task through its provider
-//     (package provider: Webhook, SMTP, LogProvider; their old names
-//     here, in provider_aliases.go, are deprecated).
+//     (package provider: Webhook, SMTP, LogProvider).
 //   - observer.go: Observer, told of each decision (DecisionEvent, in
 //     event.go), provider's answer (ProviderEvent) and throttled return
 //     (ThrottledEvent); a Server tells each of Config.Observers. Package
 //     status holds the metrics, the status page and the /healthz, /readyz
 //     and /metrics endpoints, fed by its Observers.
-//   - retryset_aliases.go: the old names of what moved to package
-//     retryset (what the admin command and the status page read of
-//     asynq's retry sets: RetrySet is retryset.Read, ...), deprecated.
-//   - policies_aliases.go: the old names of what moved to package
-//     policies (the policies file, its rules, a tenant's usage, the HTTP
-//     rules: ParsePolicies is policies.Parse, PolicyFile policies.File,
-//     ...), deprecated.
 //   - synchook.go: SyncHook, which makes asynq's writes after a Redis
 //     outage succeed.
 //

@@ -243,7 +243,7 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	err = timedOut(actx, err)
 	cancel()
 	e := DecisionEvent{TaskType: task.Type(), Tenant: tenant, Err: err, Latency: time.Since(asked), Outcome: turn.Outcome,
-		FailedOpen: err != nil && ctx.Err() == nil && t.mode == FailOpen}
+		FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen}
 	by := max(turn.By, 0)
 	e.Decision = turnDecision(turn, len(applied), by, t.fair.park)
 	if err == nil && e.Decision.Allowed && len(shadow) > 0 {

@@ -44,7 +44,7 @@ func (t *Throttle) fresh(ctx context.Context, id string, applied []policies.Appl
 	err = timedOut(rctx, err)
 	cancel()
 	switch {
-	case err != nil && t.mode == FailOpen && ctx.Err() == nil:
+	case err != nil && t.mode == throttle.FailOpen && ctx.Err() == nil:
 		t.logger.Warn("could not restamp a late send; sending it as admitted (fail-open)", "task", id, "late", late, "err", err)
 		return nil
 	case err != nil:

@@ -35,7 +35,7 @@ type Throttle struct {
 	limiter  *throttle.Limiter
 	policies *policies.File
 	logger   *slog.Logger
-	mode     FailureMode
+	mode     throttle.FailureMode
 	backoff  time.Duration
 	timeout  time.Duration // DecisionTimeout
 	maxHold  time.Duration
@@ -256,7 +256,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		asked := time.Now()
 		md, err := t.decide(ctx, id, checks)
 		e := DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: md, Err: err, Latency: time.Since(asked),
-			FailedOpen: err != nil && ctx.Err() == nil && t.mode == FailOpen}
+			FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen}
 		if err == nil && md.Allowed && len(shadow) > 0 {
 			e.Shadow = t.shadow(ctx, shadow)
 		}
@@ -301,7 +301,7 @@ func (t *Throttle) undecided(ctx context.Context, id string, e DecisionEvent) er
 		// Not the limiter's fault: never run a task without a decision
 		// because its own context ended (asynq may have requeued it).
 		return &provider.ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
-	case t.mode == FailOpen:
+	case t.mode == throttle.FailOpen:
 		t.logger.Warn("limiter unavailable; running the task without a decision (fail-open)",
 			"task", id, "type", e.TaskType, "tenant", e.Tenant, "latency", e.Latency, "err", err)
 		return nil

@@ -9,24 +9,6 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// FailureMode says what a worker does when the limiter cannot decide.
-//
-// Deprecated: use throttle.FailureMode, which this names; it goes in the
-// next release.
-type FailureMode = throttle.FailureMode
-
-const (
-	// FailClosed sends nothing without a decision: the task comes back
-	// after a delay, its retry budget untouched. The default.
-	//
-	// Deprecated: use throttle.FailClosed.
-	FailClosed = throttle.FailClosed
-	// FailOpen runs the task without a decision.
-	//
-	// Deprecated: use throttle.FailOpen.
-	FailOpen = throttle.FailOpen
-)
-
 // HoldScope says whose sends a provider's 429 holds back.
 type HoldScope int
 
@@ -74,7 +56,7 @@ type ThrottleConfig struct {
 
 	// FailureMode says what to do when the limiter cannot decide; default
 	// FailClosed.
-	FailureMode FailureMode
+	FailureMode throttle.FailureMode
 
 	// LimiterRetry is how long a task waits when the limiter could not
 	// decide (FailClosed); default DefaultLimiterRetry.

@@ -20,24 +20,6 @@ type Limiter interface {
 
 var _ Limiter = (*throttle.Limiter)(nil)
 
-// FailureMode says what the middleware does when the limiter cannot decide.
-//
-// Deprecated: use throttle.FailureMode, which this names; it goes in the
-// next release.
-type FailureMode = throttle.FailureMode
-
-const (
-	// FailClosed answers 503 with Retry-After: nothing is served without a
-	// decision. The default.
-	//
-	// Deprecated: use throttle.FailClosed.
-	FailClosed = throttle.FailClosed
-	// FailOpen serves the request without a decision; it is not counted.
-	//
-	// Deprecated: use throttle.FailOpen.
-	FailOpen = throttle.FailOpen
-)
-
 // Defaults of Config.
 const (
 	// DefaultDecisionTimeout is Config.DecisionTimeout's default. A
@@ -56,7 +38,7 @@ const (
 type Config struct {
 	// FailureMode says what to do when the limiter cannot decide (Redis
 	// down, or slower than DecisionTimeout); default FailClosed.
-	FailureMode FailureMode
+	FailureMode throttle.FailureMode
 
 	// DecisionTimeout bounds the limiter's decision for each request;
 	// default DefaultDecisionTimeout (250 ms). The bound holds whatever
@@ -93,7 +75,7 @@ type Middleware struct {
 	limiter Limiter
 	key     KeyFunc
 	rules   RuleFunc
-	mode    FailureMode
+	mode    throttle.FailureMode
 	timeout time.Duration
 	retry   time.Duration // UnavailableRetryAfter, whole seconds
 	legacy  bool
@@ -122,7 +104,7 @@ func New(limiter Limiter, key KeyFunc, rules RuleFunc, cfg *Config) (*Middleware
 		c = *cfg
 	}
 	switch {
-	case c.FailureMode != FailClosed && c.FailureMode != FailOpen:
+	case c.FailureMode != throttle.FailClosed && c.FailureMode != throttle.FailOpen:
 		return nil, fmt.Errorf("httplimit: unknown FailureMode %d", c.FailureMode)
 	case c.DecisionTimeout < 0:
 		return nil, fmt.Errorf("httplimit: DecisionTimeout %v is negative", c.DecisionTimeout)
@@ -255,7 +237,7 @@ func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, err error) b
 		return false
 	}
 	m.outage.Observe(err)
-	if m.mode == FailOpen {
+	if m.mode == throttle.FailOpen {
 		return true
 	}
 	w.Header().Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(m.retry), 10))
