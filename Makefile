@@ -1,6 +1,6 @@
 # The test command of the README: formatting, vet, golangci-lint, and the
-# whole suite with the race detector, on a real Redis (see README "Running
-# the tests"). Packages run one at a time (-p 1): some tests bound what
+# whole suite with the race detector, on a real Redis (see README
+# "Testing"). Packages run one at a time (-p 1): some tests bound what
 # happens in time (the demo's late tenant served within its slots, no
 # second at the provider over the limit under sustained load), and on two
 # cores another package's worker processes beside them stretch those
@@ -14,7 +14,16 @@ GO ?= go
 # no tangled function) and the usual vet-style checks.
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
+# The tests run with what .ci/test-deps.sh sets up (it installs what is
+# missing as root on Debian, or stops with one message naming it), and with
+# CI=true, so that a test without its Redis, Docker or Chromium fails
+# rather than skips.
+test: export CI = true
+test: export REDIS_IMAGE ?= sluice-redis:local
+test: export TESTCONTAINERS_RYUK_DISABLED = true
+test: export TESTCONTAINERS_HOST_OVERRIDE = 127.0.0.1
 test:
+	.ci/test-deps.sh
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/redisproc"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testneed"
 	"github.com/sluicehq/sluice/producer"
 )
 
@@ -721,7 +722,7 @@ func TestRedisRestartKeepsTasks(t *testing.T) {
 		bin = "redis-server"
 	}
 	if _, err := exec.LookPath(bin); err != nil {
-		t.Skipf("no redis-server: %v", err)
+		testneed.Missing(t, "no redis-server: %v", err)
 	}
 	dir := t.TempDir()
 	persist := []string{"--appendonly", "yes", "--appendfsync", "always", "--dir", dir}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/internal/testneed"
 )
 
 func TestUsage(t *testing.T) {
@@ -60,7 +61,7 @@ func TestHelpExitStatus(t *testing.T) {
 // files.
 func TestOwnRedis(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server on PATH")
+		testneed.Missing(t, "no redis-server on PATH")
 	}
 	t.Setenv("REDIS_URL", "")
 	dir := filepath.Join(t.TempDir(), "out")

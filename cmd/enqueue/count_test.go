@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redisproc"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testneed"
 )
 
 // maxRSS is the most memory, in bytes, that an enqueue process may reach
@@ -124,7 +125,7 @@ func TestCountStopsWhenRedisGoes(t *testing.T) {
 	}
 	srv, err := redisproc.Start(ctx, bin)
 	if err != nil {
-		t.Skipf("no redis-server: %v", err)
+		testneed.Missing(t, "no redis-server: %v", err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})

@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/testneed"
 )
 
 // TestStart starts a redis-server and stops it.
 func TestStart(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server on PATH")
+		testneed.Missing(t, "no redis-server on PATH")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -119,7 +121,7 @@ func TestKill(t *testing.T) {
 func startServer(t *testing.T) (context.Context, *Server) {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server on PATH")
+		testneed.Missing(t, "no redis-server on PATH")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
