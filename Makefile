@@ -27,20 +27,22 @@ test:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
+	cd bench && $(GO) vet ./... && $(GOLANGCI_LINT) run ./...
 	$(GO) test -race -shuffle=on -count=1 -p 1 -timeout 20m ./...
+	cd bench && $(GO) test -race -shuffle=on -count=1 -p 1 -timeout 10m ./...
 
-# The benchmark harness (cmd/bench, docs/LIMITER.md "Benchmarks"): the
-# limiter against the round-trip floor and redis_rate, Redis memory per
+# The benchmark harness, a module of its own in bench/ (bench/README.md):
+# the limiter against the round-trip floor and redis_rate, Redis memory per
 # key, asynq end to end, and a backlog drained by worker processes, on a
 # redis-server of its own unless REDIS_URL is set. It writes
 # $(BENCH_OUT)/results.json, $(BENCH_OUT)/REPORT.md and the PNG plots the
-# report embeds. The default, docs/bench, is the committed report: run
-# this target to regenerate it (minutes: the drain section alone takes
-# about 3 on 2 cores).
-BENCH_OUT ?= docs/bench
+# report embeds, BENCH_OUT being relative to bench/. The default, report,
+# is the committed report: run this target to regenerate it (minutes: the
+# drain section alone takes about 6 on 2 cores).
+BENCH_OUT ?= report
 
 bench:
-	$(GO) run ./cmd/bench --out $(BENCH_OUT)
+	cd bench && $(GO) run ./cmd/bench --out $(BENCH_OUT)
 
 # The go test benchmarks of the limiter: BenchmarkAllow and
 # BenchmarkMemoryPerUnit; BenchmarkFunctionVsScript, one script body as
@@ -52,8 +54,8 @@ bench:
 # and without the search's span count.
 bench-go:
 	$(GO) test -run '^$$' -bench '^Benchmark(Allow|MemoryPerUnit)$$' -benchtime 2s ./throttle
-	$(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
-	$(GO) test -run '^$$' -bench ScriptSetUp -count 3 ./internal/bench
-	$(GO) test -run '^$$' -bench ScriptArguments -count 3 ./internal/bench
+	cd bench && $(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
+	cd bench && $(GO) test -run '^$$' -bench ScriptSetUp -count 3 ./internal/bench
+	cd bench && $(GO) test -run '^$$' -bench ScriptArguments -count 3 ./internal/bench
 	$(GO) test -run '^$$' -bench ArrivalGuards -count 3 ./throttle
 	$(GO) test -run '^$$' -bench LineSpan -count 3 ./throttle

@@ -13,7 +13,7 @@ import (
 // hash of a few integers per key whatever the Limit (136 to 152 bytes with a
 // 50-byte key name), and trade exactness for it; docs/LIMITER.md
 // ("Algorithms") gives their measured memory and error, and
-// `go run ./cmd/bench --out DIR --only memory,accuracy` measures them again.
+// `go -C bench run ./cmd/bench --out DIR --only memory,accuracy` measures them again.
 // For all of them a denial is a Decision with an exact RetryAfter: the time
 // until the algorithm would admit the request if nothing else were admitted
 // meanwhile.

@@ -784,7 +784,7 @@ func TestBatchingAnswersAsUnbatched(t *testing.T) {
 }
 
 // BenchmarkAllowBatched measures Allow over 10,000 keys with and without
-// batching; cmd/bench compares them with the round-trip floor.
+// batching; bench/cmd/bench compares them with the round-trip floor.
 func BenchmarkAllowBatched(b *testing.B) {
 	opt, err := redis.ParseURL(redistest.URL(b))
 	if err != nil {

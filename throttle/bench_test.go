@@ -21,7 +21,7 @@ var floor = redis.NewScript(`return 1`)
 // BenchmarkAllow measures Allow over 10,000 keys beside a trivial EVALSHA:
 // each caller alternates one of each, and it reports the time per call of
 // each. Their ratio is not a fair comparison (with the calls mixed, floor
-// calls queue behind Allow's in Redis); cmd/bench measures the ratios, each
+// calls queue behind Allow's in Redis); bench/cmd/bench measures the ratios, each
 // contender on its own.
 func BenchmarkAllow(b *testing.B) {
 	opt, err := redis.ParseURL(redistest.URL(b))

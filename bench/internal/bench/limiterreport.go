@@ -23,7 +23,7 @@ func reportLimiter(w io.Writer, res *Results) {
 		fmt.Fprintf(w, "- **sluice unbatched**: a Limiter with `throttle.WithoutBatching()`, one round trip a decision;\n")
 		fmt.Fprintf(w, "- **textbook**: the least an exact sliding-window log does, `TIME`, `ZREMRANGEBYSCORE`, `ZCARD`, `ZADD` and "+
 			"`PEXPIRE` (internal/bench/workercontenders.go), replying yes or no, one call a decision;\n")
-		fmt.Fprintf(w, "- **sluice today**: the decision script of 2026-11-26 (internal/bench/baseline), one call a decision, "+
+		fmt.Fprintf(w, "- **sluice today**: the decision script of 2026-11-26 (commit 23be620, read from git history), one call a decision, "+
 			"as the default Limiter of that day sent it: the change measured, not remembered.\n")
 		fmt.Fprintf(w, "\nsluice, sluice unbatched, textbook and sluice today work on the same keys: the deny variant fills them for all.\n")
 	}

@@ -152,7 +152,15 @@ type contender struct {
 // and at each the contenders one after another in an order that rotates
 // from round to round.
 func runLimiter(ctx context.Context, r *runner, res *Results) error {
-	for _, s := range []*redis.Script{floorScript, lua.Allow, textbookScript, todayScript} {
+	today, err := todayScript(ctx)
+	if err != nil {
+		r.logf("limiter: sluice today left out: %v", err)
+	}
+	r.today = today
+	for _, s := range []*redis.Script{floorScript, lua.Allow, textbookScript, today} {
+		if s == nil {
+			continue
+		}
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("load script: %w", err)
 		}
@@ -245,7 +253,7 @@ type limiterSluices struct {
 func limiterContenders(r *runner, spec variantSpec, prefix string, ls limiterSluices, gcra *redis_rate.Limiter) []contender {
 	var seq atomic.Int64 // names the textbook's members
 	window := spec.policy.Window.Microseconds()
-	return []contender{{
+	cs := []contender{{
 		name: "floor",
 		decide: func(ctx context.Context, key string) (bool, error) {
 			return true, floorScript.Run(ctx, r.rdb, []string{prefix + key}).Err()
@@ -283,16 +291,20 @@ func limiterContenders(r *runner, spec variantSpec, prefix string, ls limiterSlu
 			return n == 1, err
 		},
 		result: func(p *Point) *Measurement { return optional(&p.Textbook) },
-	}, {
+	}}
+	if r.today == nil {
+		return cs
+	}
+	return append(cs, contender{
 		name: "sluice today",
 		decide: func(ctx context.Context, key string) (bool, error) {
 			// The arguments the Limiter of 2026-11-26 sent for Allow.
-			reply, err := todayScript.Run(ctx, r.rdb, []string{ls.redisKeys[key]}, "1", "", 0,
+			reply, err := r.today.Run(ctx, r.rdb, []string{ls.redisKeys[key]}, "1", "", 0,
 				spec.policy.Limit, window, 1, spec.policy.Algorithm.String()).Int64Slice()
 			return err == nil && len(reply) > 0 && reply[0] == 1, err
 		},
 		result: func(p *Point) *Measurement { return optional(&p.Today) },
-	}}
+	})
 }
 
 // optional returns *m, made first when nil.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/bench/internal/bench"
 	"github.com/sluicehq/sluice/internal/testneed"
 )
 

@@ -200,7 +200,8 @@ type Settings struct {
 type runner struct {
 	cfg    Config
 	rdb    *redis.Client
-	prefix string // every key written starts with it
+	prefix string        // every key written starts with it
+	today  *redis.Script // the contender "sluice today", nil when left out
 }
 
 // logf writes a progress line to cfg.Log, if set.

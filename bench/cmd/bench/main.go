@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/bench"
+	"github.com/sluicehq/sluice/bench/internal/bench"
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redisproc"
 )
