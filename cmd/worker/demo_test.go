@@ -59,9 +59,17 @@ func checkDemoKeys(t *testing.T, stdout string) {
 	redistest.CheckNoKeys(t, redistest.Client(t), m[1], m[2])
 }
 
+// lateSendWarning is the one line the demo may write on stderr: a send that
+// a loaded machine (the race detector, miniredis's Lua in this process)
+// held past half the margin is not sent but comes back, and the verdict
+// still counts every task once and every window (FAIRNESS.md, "A late send
+// is stamped again").
+const lateSendWarning = `level=WARN msg="a send too late after its admission to restamp comes back"`
+
 // checkDemoRun fails t unless stdout contains each of want and stderr is
-// empty, and, when the demo ran on the test Redis (env set), unless it left
-// no key there. When t has failed, it logs stdout.
+// empty but for lateSendWarning lines, and, when the demo ran on the test
+// Redis (env set), unless it left no key there. When t has failed, it logs
+// stdout.
 func checkDemoRun(t *testing.T, env []string, stdout, stderr string, want ...string) {
 	t.Helper()
 	for _, w := range want {
@@ -69,8 +77,12 @@ func checkDemoRun(t *testing.T, env []string, stdout, stderr string, want ...str
 			t.Errorf("stdout does not contain %q", w)
 		}
 	}
-	if stderr != "" {
-		t.Errorf("stderr: %s", stderr)
+	for line := range strings.Lines(stderr) {
+		if !strings.Contains(line, lateSendWarning) {
+			t.Errorf("stderr: %s", stderr)
+			break
+		}
+		t.Logf("late send under load: %s", strings.TrimSpace(line))
 	}
 	if env != nil {
 		checkDemoKeys(t, stdout)
