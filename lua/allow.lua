@@ -40,6 +40,8 @@ note applies, and writes how far it proved the log full (docs/LIMITER.md,
 "Places in line, and the frontier").
 
 KEYS[i]      key of check i, i = 1 .. n (all in one hash slot)
+KEYS[n+i]    the frontier note of check i: its key with 'p' after the hash
+             tag (read and written for a log check only)
 ARGV[1]      "0": record nothing, only look (Peek)
              "1": record the admission when every check allows (Allow)
              "2": as "1", and a denied caller takes a place (line mode)
@@ -92,6 +94,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local stamp = t[1] .. '.' .. t[2] .. '-'
 local mode = ARGV[1]
 local n = (#ARGV - 3) / 4
+if #KEYS < 2 * n then
+  return redis.error_reply('ERR allow.lua: ' .. #KEYS .. ' keys for ' .. n .. ' checks: want each log, then each note')
+end
 local counts = {} -- units of each check after pruning, places included
 
 -- admit records cost units of the log at key, which holds count members,
@@ -356,14 +361,9 @@ local function walk(i, from)
   return tail(i), at
 end
 
--- noteKey returns the key of log check i's frontier note: the log's key
--- with 'p' after its hash tag (its body, escaped, holds no '}'), or nil for
--- a key without one.
+-- noteKey returns the key of log check i's frontier note, given in KEYS.
 local function noteKey(i)
-  local e = string.find(KEYS[i], '}[^}]*$')
-  if e then
-    return string.sub(KEYS[i], 1, e) .. 'p' .. string.sub(KEYS[i], e + 1)
-  end
+  return KEYS[n + i]
 end
 
 -- frontier returns the time up to which log check i is known full for one

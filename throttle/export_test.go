@@ -69,3 +69,7 @@ func ScriptReply(cmd *redis.Cmd, windows ...int64) ([]int64, error) {
 	}
 	return admitted(reply, checks), nil
 }
+
+// WithFrontiers returns keys followed by their frontier notes: the KEYS of
+// a raw call of allow.lua.
+var WithFrontiers = withFrontiers

@@ -116,7 +116,7 @@ func TestFrontierAgrees(t *testing.T) {
 			noted, plain := lastingScripts(t, now)
 			for side, script := range []*redis.Script{noted, plain} {
 				name := []string{"noted", "plain"}[side]
-				r, err := throttle.ScriptReply(script.Run(ctx, rdb, keys(name, tenant), args...), window, window)
+				r, err := throttle.ScriptReply(script.Run(ctx, rdb, throttle.WithFrontiers(keys(name, tenant)), args...), window, window)
 				if err != nil {
 					t.Fatalf("step %d, %s: %v", step, name, err)
 				}

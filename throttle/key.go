@@ -127,3 +127,21 @@ func (l *Limiter) RedisKeyFor(key string, a Algorithm) (string, error) {
 	}
 	return rk.forAlgorithm(a), nil
 }
+
+// frontierOf returns the frontier note beside log, the log's key with 'p'
+// after its hash tag (see redisKeys).
+func frontierOf(log string) string {
+	i := strings.LastIndex(log, "}")
+	return log[:i+1] + "p" + log[i+1:]
+}
+
+// withFrontiers returns keys followed by each one's frontier note: the
+// KEYS of lua/allow.lua, which declares every key it touches.
+func withFrontiers(keys []string) []string {
+	all := make([]string, len(keys), 2*len(keys))
+	copy(all, keys)
+	for _, k := range keys {
+		all = append(all, frontierOf(k))
+	}
+	return all
+}

@@ -84,11 +84,11 @@ func (ln line) at(now int64, mode, id string, keys []string, checks ...check) re
 	if err := ln.rdb.HSet(ctx, ck, "s", now/1e6, "us", now%1e6).Err(); err != nil {
 		t.Fatal(err)
 	}
-	raw := make([]string, len(keys)+1)
+	raw := make([]string, len(keys))
 	for i, k := range keys {
 		raw[i] = rawKey(ln.prefix, k)
 	}
-	raw[len(keys)] = ck
+	raw = append(throttle.WithFrontiers(raw), ck)
 	args := []any{mode, id, ln.tolerance}
 	var windows []int64
 	for _, c := range checks {
@@ -357,8 +357,9 @@ func schedule(t *testing.T, rdb redis.UniversalClient, prefix string, script *re
 	}
 	run := func(c *caller, now int64) reply {
 		tn := tenants[c.tenant]
-		keys := []string{rawKey(prefix, tn.name), rawKey(prefix, "global"), rawKey(prefix, clock)}
-		rdb.HSet(ctx, keys[2], "s", now/1e6, "us", now%1e6)
+		ck := rawKey(prefix, clock)
+		keys := append(throttle.WithFrontiers([]string{rawKey(prefix, tn.name), rawKey(prefix, "global")}), ck)
+		rdb.HSet(ctx, ck, "s", now/1e6, "us", now%1e6)
 		res, err := throttle.ScriptReply(script.Run(ctx, rdb, keys, "2", c.id, tol, tn.limit, w, 1, "sliding-log", global, w, 1, "sliding-log"), w, w)
 		if err != nil {
 			t.Fatalf("%s at %d: %v", c.id, now, err)

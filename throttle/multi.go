@@ -124,7 +124,7 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, c.Policy.Algorithm.String())
 	}
 
-	reply, err := l.eval(ctx, keys, args)
+	reply, err := l.eval(ctx, withFrontiers(keys), args)
 	if err != nil {
 		return fail(err)
 	}

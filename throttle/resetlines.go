@@ -364,9 +364,3 @@ func (f *foundClass) logs() []string {
 	return logs
 }
 
-// frontierOf returns the frontier note beside log, the log's key with 'p'
-// after its hash tag (see redisKeys).
-func frontierOf(log string) string {
-	i := strings.LastIndex(log, "}")
-	return log[:i+1] + "p" + log[i+1:]
-}

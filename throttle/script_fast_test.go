@@ -116,7 +116,7 @@ func runAndRead(t *testing.T, rdb redis.UniversalClient, script *redis.Script, k
 	zs := make([]*redis.ZSliceCmd, len(keys))
 	ttls := make([]*redis.DurationCmd, len(keys))
 	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		run = script.Eval(ctx, p, keys, args...)
+		run = script.Eval(ctx, p, throttle.WithFrontiers(keys), args...)
 		for i, k := range keys {
 			zs[i] = p.ZRangeWithScores(ctx, k, 0, -1)
 			ttls[i] = p.PTTL(ctx, k)

@@ -71,7 +71,7 @@ func runAt(t *testing.T, rdb redis.UniversalClient, now int64, keys []string, mo
 		args = append(args, c.limit, c.window, c.cost, "sliding-log")
 		windows = append(windows, c.window)
 	}
-	raw, err := throttle.ScriptReply(fixedClock(t, now).Run(context.Background(), rdb, keys, args...), windows...)
+	raw, err := throttle.ScriptReply(fixedClock(t, now).Run(context.Background(), rdb, throttle.WithFrontiers(keys), args...), windows...)
 	if err != nil {
 		t.Fatalf("allow.lua %v %v: %v", keys, args, err)
 	}
@@ -202,7 +202,7 @@ func TestScriptShortReply(t *testing.T) {
 				[]any{int64(1), int64(1), int64(6), int64(0), int64(2 * w), int64(0), int64(0), int64(0)}},
 		}
 		for _, c := range cases {
-			got, err := fixedClock(t, now).Run(context.Background(), rdb, c.keys, c.args...).Result()
+			got, err := fixedClock(t, now).Run(context.Background(), rdb, throttle.WithFrontiers(c.keys), c.args...).Result()
 			if err != nil {
 				t.Fatalf("%s: %v", c.name, err)
 			}
@@ -471,7 +471,7 @@ func TestScriptExpiry(t *testing.T) {
 					return key
 				}
 				got := pexpireOf(t, rdb, setup, func(key string) scriptCall {
-					return scriptCall{fixedClock(t, now), []string{key}, []any{tc.mode, "", 0, limit, tc.window, 1, "sliding-log"}}
+					return scriptCall{fixedClock(t, now), throttle.WithFrontiers([]string{key}), []any{tc.mode, "", 0, limit, tc.window, 1, "sliding-log"}}
 				}, func(res *redis.Cmd) {
 					if _, err := throttle.ScriptReply(res, tc.window); err != nil {
 						t.Fatalf("allow.lua: %v", err)
@@ -481,6 +481,27 @@ func TestScriptExpiry(t *testing.T) {
 					t.Errorf("TTL set = %d ms, want %d", got, tc.want)
 				}
 			})
+		}
+	})
+}
+
+// TestScriptDeclaresItsNotes: allow.lua takes each log check's frontier
+// note in KEYS after the logs, and refuses a call that leaves them out
+// rather than build their names (Redis's contract: every key in KEYS).
+func TestScriptDeclaresItsNotes(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		key := rawKey(prefix, "notes")
+		args := []any{"1", "", 0, 10, 10_000_000, 1, "sliding-log"}
+		err := lua.Allow.Run(context.Background(), rdb, []string{key}, args...).Err()
+		if err == nil || !strings.Contains(err.Error(), "1 keys for 1 checks: want each log, then each note") {
+			t.Fatalf("allow.lua without its note: %v, want it refused", err)
+		}
+		if n, err := rdb.Exists(context.Background(), key).Result(); err != nil || n != 0 {
+			t.Errorf("the refused call wrote its log: EXISTS %d, %v", n, err)
+		}
+		if err := lua.Allow.Run(context.Background(), rdb, throttle.WithFrontiers([]string{key}), args...).Err(); err != nil {
+			t.Errorf("allow.lua with its note: %v", err)
 		}
 	})
 }

@@ -53,7 +53,7 @@ func BenchmarkLineSpan(b *testing.B) {
 		lines := [2]string{}
 		call := func(v int, id string, i int) bool {
 			tenant := lines[v] + "{s}:tenant:t" + strconv.Itoa(i%tenants)
-			reply, err := throttle.ScriptReply(scripts[v].Run(ctx, rdb, []string{tenant, lines[v] + "{s}:provider"},
+			reply, err := throttle.ScriptReply(scripts[v].Run(ctx, rdb, throttle.WithFrontiers([]string{tenant, lines[v] + "{s}:provider"}),
 				"2", id, 0, 20, minute, 1, "sliding-log", 100, minute, 1, "sliding-log"), minute, minute)
 			if err != nil {
 				b.Fatal(err)

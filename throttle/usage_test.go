@@ -285,7 +285,7 @@ func TestScriptUsageBoundaries(t *testing.T) {
 		key := rawKey(prefix, "usage")
 		seed(t, rdb, key, now-w, now-w+1, now, now+1, now+w, now+w+1)
 		args := []any{"3", "", 0, 10, w, 1, "sliding-log"}
-		raw, err := fixedClock(t, now).Run(context.Background(), rdb, []string{key}, args...).Int64Slice()
+		raw, err := fixedClock(t, now).Run(context.Background(), rdb, throttle.WithFrontiers([]string{key}), args...).Int64Slice()
 		if err != nil {
 			t.Fatalf("allow.lua %v: %v", args, err)
 		}
@@ -298,7 +298,7 @@ func TestScriptUsageBoundaries(t *testing.T) {
 		// A counter check beside the log has no places.
 		ckey := rawKey(prefix, "usage-gcra")
 		args = []any{"3", "", 0, 10, w, 1, "sliding-log", 10, w, 1, "gcra"}
-		raw, err = fixedClock(t, now).Run(context.Background(), rdb, []string{key, ckey}, args...).Int64Slice()
+		raw, err = fixedClock(t, now).Run(context.Background(), rdb, throttle.WithFrontiers([]string{key, ckey}), args...).Int64Slice()
 		if err != nil {
 			t.Fatalf("allow.lua %v: %v", args, err)
 		}
