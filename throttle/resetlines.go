@@ -363,4 +363,3 @@ func (f *foundClass) logs() []string {
 	slices.Sort(logs)
 	return logs
 }
-
