@@ -1,6 +1,6 @@
 # The test command of the README: formatting, vet, golangci-lint, and the
-# whole suite with the race detector, on a real Redis (see README
-# "Testing"). Packages run one at a time (-p 1): some tests bound what
+# whole suite with the race detector, on a real Redis (README "Try it",
+# docs/TESTING.md). Packages run one at a time (-p 1): some tests bound what
 # happens in time (the demo's late tenant served within its slots, no
 # second at the provider over the limit under sustained load), and on two
 # cores another package's worker processes beside them stretch those

@@ -255,7 +255,7 @@ func TestREADME(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sample := sampleOutput(t, string(readme), "## Try it")
+		sample := sampleOutput(t, string(readme), "## The demo in detail")
 		for _, c := range byName["demo"].commands {
 			out, err := runCommand(t, root, c)
 			if err != nil {
