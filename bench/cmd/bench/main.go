@@ -58,11 +58,13 @@ func main() {
 	cli.Main(func(ctx context.Context, args []string) int { return run(ctx, args, os.Stderr) })
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+// flags reads the command line into a bench.Config, the output directory
+// and the redis-server binary; a status of 0 or more says to exit with it.
+func flags(args []string, stderr io.Writer) (cfg bench.Config, out, redisServer string, status int) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	redisURL := fs.String("redis", "", "Redis `URL` to measure, a single node (default: start redis-server on loopback)")
-	redisServer := fs.String("redis-server", "redis-server", "redis-server `binary` to start when --redis is not given")
-	out := fs.String("out", "", "`directory` for results.json and REPORT.md (created if needed)")
+	server := fs.String("redis-server", "redis-server", "redis-server `binary` to start when --redis is not given")
+	outDir := fs.String("out", "", "`directory` for results.json and REPORT.md (created if needed)")
 	duration := fs.Duration("duration", bench.DefaultDuration, "how long each measurement counts calls")
 	warmup := fs.Duration("warmup", bench.DefaultWarmup, "how long each measurement runs before it counts")
 	repeat := fs.Int("repeat", bench.DefaultRepeat, "how many times each measurement is made; the report gives the median")
@@ -78,20 +80,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 	if err := cli.Parse(fs, args, env); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return cfg, "", "", 0
 		}
 		fmt.Fprintln(stderr, "bench:", err)
-		return 2
+		return cfg, "", "", 2
 	}
-	if *out == "" {
+	if *outDir == "" {
 		fmt.Fprintln(stderr, "bench: --out is required: the directory for results.json and REPORT.md")
-		return 2
+		return cfg, "", "", 2
 	}
 	if *duration <= 0 || *warmup <= 0 || *repeat <= 0 || *workerTasks <= 0 || *workerConcurrency <= 0 || *drainConcurrency <= 0 {
 		fmt.Fprintln(stderr, "bench: --duration, --warmup, --repeat, --worker-tasks, --worker-concurrency and --drain-concurrency must be positive")
-		return 2
+		return cfg, "", "", 2
 	}
-	cfg := bench.Config{
+	cfg = bench.Config{
 		RedisURL: *redisURL,
 		Duration: *duration,
 		Warmup:   *warmup,
@@ -111,11 +113,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
-		return 2
+		return cfg, "", "", 2
 	}
+	return cfg, *outDir, *server, -1
+}
 
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg, out, redisServer, status := flags(args, stderr)
+	if status >= 0 {
+		return status
+	}
 	if cfg.RedisURL == "" {
-		srv, err := startRedis(ctx, *redisServer, stderr)
+		srv, err := startRedis(ctx, redisServer, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err, "(or give --redis)")
 			return 1
@@ -132,11 +141,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 1
 	}
-	if err := bench.WriteFiles(*out, res); err != nil {
+	if err := bench.WriteFiles(out, res); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "bench: wrote %s, %s and its plots\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "REPORT.md"))
+	fmt.Fprintf(stderr, "bench: wrote %s, %s and its plots\n", filepath.Join(out, "results.json"), filepath.Join(out, "REPORT.md"))
 	return 0
 }
 
