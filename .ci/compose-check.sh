@@ -4,7 +4,7 @@
 # built here instead of pulled (.ci/compose.override.yml: no registry is
 # reachable), and checks from the sink's GET /report that every message of
 # the burst arrived once and that no limit of examples/policies.yaml was
-# exceeded as the sink saw it (.ci/composecheck). The stack is always torn
+# exceeded as the sink saw it (internal/composecheck). The stack is always torn
 # down, volumes included; on failure the end of its logs is printed.
 #
 # usage: .ci/compose-check.sh   (needs docker, docker-compose or the compose
@@ -36,7 +36,7 @@ export REDIS_PORT=0 SINK_PORT=0
 .ci/redis-image.sh sluice-redis:local
 .ci/sluice-image.sh sluice:ci
 bin=$(mktemp -d)
-go build -o "$bin/composecheck" ./.ci/composecheck
+go build -o "$bin/composecheck" ./internal/composecheck
 
 ok=0
 finish() {

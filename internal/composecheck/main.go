@@ -7,7 +7,7 @@
 // makes the check stricter) is at most the rule's limit, per tenant for a
 // tenant rule (with its override), in all for a global rule.
 //
-//	go run ./.ci/composecheck --report http://127.0.0.1:PORT/report \
+//	go run ./internal/composecheck --report http://127.0.0.1:PORT/report \
 //	  --policies examples/policies.yaml --burst examples/burst.jsonl
 //
 // Exit status 0 when every check passes, 1 when one fails, 2 for bad flags
