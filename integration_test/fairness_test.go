@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/arrivals"
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -146,8 +146,8 @@ func enqueueSMS(t *testing.T, bin, url, queue, tenant, id string, n int, more ..
 		"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(n), "--id", id}, more...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = readmeEnv()
-	if ca, ok := os.LookupEnv(cli.RedisCAFileEnv); ok {
-		cmd.Env = append(cmd.Env, cli.RedisCAFileEnv+"="+ca)
+	if ca, ok := os.LookupEnv(redisconn.RedisCAFileEnv); ok {
+		cmd.Env = append(cmd.Env, redisconn.RedisCAFileEnv+"="+ca)
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("enqueue %s: %v\n%s", tenant, err, out)

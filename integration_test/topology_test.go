@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/arrivals"
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -70,11 +70,11 @@ func TestDeliveryThroughSentinel(t *testing.T) {
 // TestDeliveryOverTLS runs cmd/enqueue and two cmd/worker processes with a
 // rediss:// URL as the ACL user with redistest.SluiceACL, to a Redis that
 // listens only for TLS with a certificate of a CA made for the test, which
-// the commands trust through cli.RedisCAFileEnv: the commands need nothing
+// the commands trust through redisconn.RedisCAFileEnv: the commands need nothing
 // the user may not do.
 func TestDeliveryOverTLS(t *testing.T) {
 	srv := redistest.StartTLS(t)
-	t.Setenv(cli.RedisCAFileEnv, srv.CAFile)
+	t.Setenv(redisconn.RedisCAFileEnv, srv.CAFile)
 	deliverThrough(t, srv.URL(srv.User, srv.Password), srv.Admin, nil)
 	srv.CheckACLLog(t)
 }
@@ -121,8 +121,8 @@ tasks:
 		cmd := exec.CommandContext(ctx, enqueueBin, "sms", "--redis", url, "--queue", queue, "--tenant", tenant,
 			"--to", "+15551234567", "--body", "hello "+tenant, "--count", fmt.Sprint(perTenant), "--id", tenant)
 		cmd.Env = readmeEnv()
-		if ca, ok := os.LookupEnv(cli.RedisCAFileEnv); ok { // as the workers see it
-			cmd.Env = append(cmd.Env, cli.RedisCAFileEnv+"="+ca)
+		if ca, ok := os.LookupEnv(redisconn.RedisCAFileEnv); ok { // as the workers see it
+			cmd.Env = append(cmd.Env, redisconn.RedisCAFileEnv+"="+ca)
 		}
 		out, err := cmd.CombinedOutput()
 		cancel()

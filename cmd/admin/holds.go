@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -18,7 +19,7 @@ const mostHolds = 1000
 func runHolds(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin holds"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", cli.RedisURLHelp)
+	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
@@ -26,7 +27,7 @@ func runHolds(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if strings.ContainsAny(*prefix, "{}") {
 		return failf(stderr, 2, name, "--prefix %q: may not contain a brace", *prefix)
 	}
-	rdb, err := cli.Connect(ctx, *redisURL)
+	rdb, err := redisconn.Connect(ctx, *redisURL)
 	if err != nil {
 		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}
@@ -51,7 +52,7 @@ func runHolds(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func runUnhold(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin unhold"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", cli.RedisURLHelp)
+	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix")
 	key := fs.String("key", "", "the hold to end, as admin holds lists it: provider/TYPE, or provider/TYPE/TENANT (required)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -63,7 +64,7 @@ func runUnhold(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case strings.ContainsAny(*prefix, "{}"):
 		return failf(stderr, 2, name, "--prefix %q: may not contain a brace", *prefix)
 	}
-	rdb, err := cli.Connect(ctx, *redisURL)
+	rdb, err := redisconn.Connect(ctx, *redisURL)
 	if err != nil {
 		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}

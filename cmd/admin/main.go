@@ -13,7 +13,7 @@
 //	admin unhold    --redis URL --key provider/TYPE[/TENANT] [--prefix P]
 //
 // --redis names one server (redis://), a Redis Cluster (redis+cluster://)
-// or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
+// or a master through Sentinel (redis+sentinel://); see redisconn.Client.
 // The logic is in packages policies (Usage, ResetTenant, ResetGlobal, Parse) and worker
 // (RetrySet), which a status page calls too; this command parses flags and
 // prints.
@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -160,7 +161,7 @@ type windowFlags struct {
 // addWindowFlags defines the flags of windowFlags on fs.
 func addWindowFlags(fs *flag.FlagSet) windowFlags {
 	return windowFlags{
-		redisURL: fs.String("redis", "", cli.RedisURLHelp),
+		redisURL: fs.String("redis", "", redisconn.RedisURLHelp),
 		policies: fs.String("policies", "", "the workers' policies `file` (YAML)"),
 		prefix:   fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix"),
 		tenant:   fs.String("tenant", "", "tenant id (required)"),

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 )
 
@@ -38,7 +39,7 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return failf(stderr, 2, name, "nothing reset: give --yes to empty the %d window%s of tenant %s listed", len(reset), plural(len(reset)), *wf.tenant)
 	}
 
-	rdb, err := cli.Connect(ctx, *wf.redisURL)
+	rdb, err := redisconn.Connect(ctx, *wf.redisURL)
 	if err != nil {
 		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}

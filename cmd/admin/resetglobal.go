@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -16,7 +17,7 @@ import (
 func runResetGlobal(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin reset-global"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", cli.RedisURLHelp)
+	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	policyFile := fs.String("policies", "", "the workers' policies `file` (YAML)")
 	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix")
 	taskType := fs.String("type", "", "task `type` of the rule, such as sms:send (required)")
@@ -45,7 +46,7 @@ func runResetGlobal(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "would reset %s %s, global: every tenant's sends in its window are forgotten (key %s)\n", w.TaskType, w.Rule, w.Key)
 		return failf(stderr, 2, name, "nothing reset: give --yes to empty the window listed")
 	}
-	rdb, err := cli.Connect(ctx, *redisURL)
+	rdb, err := redisconn.Connect(ctx, *redisURL)
 	if err != nil {
 		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}

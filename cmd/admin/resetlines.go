@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -21,7 +22,7 @@ const linesLost = "lost: the tenants' order and start tags, the learned lead, th
 func runResetLines(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin reset-lines"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", cli.RedisURLHelp)
+	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix")
 	taskType := fs.String("type", "", "task `type` whose fair lines to empty, such as sms:send (required)")
 	yes := fs.Bool("yes", false, "reset; without it the command only says what it would reset, and exits 2")
@@ -34,7 +35,7 @@ func runResetLines(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case strings.ContainsAny(*prefix, "{}"):
 		return failf(stderr, 2, name, "--prefix %q: may not contain a brace", *prefix)
 	}
-	rdb, err := cli.Connect(ctx, *redisURL)
+	rdb, err := redisconn.Connect(ctx, *redisURL)
 	if err != nil {
 		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/retryset"
 )
 
@@ -37,7 +38,7 @@ func (q *queueList) Set(s string) error {
 func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin throttled"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", cli.RedisURLHelp)
+	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	var queues queueList
 	fs.Var(&queues, "queue", "asynq `queue` to look at; give it again for more; default every queue")
 	limit := fs.Int("limit", 50, "list at most `N` throttled tasks a queue, soonest back first (0: counts only)")
@@ -48,7 +49,7 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *limit < 0 {
 		return failf(stderr, 2, name, "--limit %d: must be 0 or more", *limit)
 	}
-	rdb, err := cli.Connect(ctx, *redisURL)
+	rdb, err := redisconn.Connect(ctx, *redisURL)
 	if err != nil {
 		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}

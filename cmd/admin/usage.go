@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -30,7 +31,7 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if _, err := policies.Windows(p, *wf.taskType, "", *wf.tenant); err != nil {
 		return failf(stderr, selectionCode(err), name, "%v", err)
 	}
-	rdb, err := cli.Connect(ctx, *wf.redisURL)
+	rdb, err := redisconn.Connect(ctx, *wf.redisURL)
 	if err != nil {
 		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
 	}

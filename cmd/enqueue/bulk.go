@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/readlimit"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -53,7 +54,7 @@ const maxListed = 10
 // runBulk runs "enqueue bulk" with args.
 func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
-	redisURL := fs.String("redis", "", cli.RedisURLHelp)
+	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue of the lines without one")
 	prefix := fs.String("prefix", throttle.DefaultPrefix, prefixHelp)
 	skipInvalid := fs.Bool("skip-invalid", false, "enqueue the valid lines even when some are invalid")
@@ -70,7 +71,7 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	// The URL before the file: a bad one is refused even when the file
 	// gives nothing to enqueue.
-	if err := cli.CheckRedisURL(*redisURL); err != nil {
+	if err := redisconn.CheckURL(*redisURL); err != nil {
 		fmt.Fprintln(stderr, "enqueue:", err)
 		return cli.ExitStatus(err)
 	}

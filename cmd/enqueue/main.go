@@ -5,7 +5,7 @@
 //	enqueue bulk --redis URL [--queue Q] [--skip-invalid] FILE
 //
 // --redis names one server (redis://), a Redis Cluster (redis+cluster://)
-// or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
+// or a master through Sentinel (redis+sentinel://); see redisconn.Client.
 //
 // Exit status: 0 when every task was enqueued, 1 when one was not (a bulk
 // line rejected, Redis or the file unusable), 2 for a usage error: a bad
@@ -24,6 +24,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -80,12 +81,12 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr
 }
 
 // connect returns a producer client of the Redis at url, once Redis
-// answers (see cli.Connect), that parks tasks in the fair lines of prefix,
+// answers (see redisconn.Connect), that parks tasks in the fair lines of prefix,
 // and the function that closes the client and its connection. The error
 // names Redis and the URL; it matches cli.ErrUsage when the URL cannot be
 // read (cli.ExitStatus gives 2).
 func connect(ctx context.Context, url, prefix string) (*producer.Client, func(), error) {
-	rdb, err := cli.Connect(ctx, url)
+	rdb, err := redisconn.Connect(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,7 +97,7 @@ func connect(ctx context.Context, url, prefix string) (*producer.Client, func(),
 // runOne runs "enqueue sms" or "enqueue email", kind, with args.
 func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
-	redisURL := fs.String("redis", "", cli.RedisURLHelp)
+	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue")
 	prefix := fs.String("prefix", throttle.DefaultPrefix, prefixHelp)
 	tenant := fs.String("tenant", "", "tenant id")

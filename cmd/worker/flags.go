@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -40,7 +41,7 @@ type flags struct {
 func newFlags() *flags {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	f := &flags{fs: fs, smtpStartTLS: provider.StartTLSRequire}
-	f.redisURL = fs.String("redis", "", cli.RedisURLHelp)
+	f.redisURL = fs.String("redis", "", redisconn.RedisURLHelp)
 	f.policies = fs.String("policies", "", "policies `file` (YAML)")
 	f.smsWebhook = fs.String("sms-webhook", "", "SMS provider webhook `URL`; a bearer token comes from SLUICE_SMS_WEBHOOK_TOKEN or SLUICE_SMS_WEBHOOK_TOKEN_FILE")
 	f.smsLog = fs.Bool("sms-log", false, "log SMS instead of sending them")

@@ -5,7 +5,7 @@
 //	worker --redis redis://localhost:6379/0 --policies policies.yaml --sms-webhook https://sms.example/send
 //
 // --redis names one server (redis://), a Redis Cluster (redis+cluster://)
-// or a master through Sentinel (redis+sentinel://); see cli.RedisClient.
+// or a master through Sentinel (redis+sentinel://); see redisconn.Client.
 //
 // With --smtp-addr, email goes through that SMTP server (STARTTLS required by
 // default). Secrets come only from the environment, never from flags:
@@ -36,6 +36,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 )
 
@@ -132,7 +133,7 @@ func run(ctx context.Context, args []string) int {
 		}
 		defer ops.Close()
 	}
-	rdb, err := cli.Connect(ctx, *f.redisURL)
+	rdb, err := redisconn.Connect(ctx, *f.redisURL)
 	if err != nil {
 		return fail(err)
 	}
@@ -149,7 +150,7 @@ func run(ctx context.Context, args []string) int {
 
 	// The first line says what the worker enforces; a warning for each
 	// task type left unthrottled and the operations server's line follow.
-	logger.Info("worker started", "redis", cli.DescribeRedis(*f.redisURL), "enforces", cfg.Policies.Current().Summary(),
+	logger.Info("worker started", "redis", redisconn.Describe(*f.redisURL), "enforces", cfg.Policies.Current().Summary(),
 		"sms", providerName(cfg.SMS), "email", providerName(cfg.Email),
 		"concurrency", cfg.Concurrency, "queues", *f.queues, "max_hold", cfg.MaxHold, "provider_hold", *f.providerHold, "max_provider_hold", cfg.MaxProviderHold,
 		"fairness", *f.fairness,

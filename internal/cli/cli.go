@@ -1,5 +1,6 @@
 // Package cli holds what Sluice's commands share: flags that fall back on
-// environment variables, the Redis URL, and one-line errors.
+// environment variables, exit statuses, and one-line errors. Reading a
+// Redis URL and connecting is package redisconn's.
 package cli
 
 import (

@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
@@ -184,7 +184,7 @@ func TestRun(t *testing.T) {
 					t.Errorf("the first line does not say an embedded Redis runs on loopback")
 				}
 			} else {
-				if want := "redis: " + cli.DescribeRedis(url) + ", queue "; !strings.HasPrefix(r.out, want) {
+				if want := "redis: " + redisconn.Describe(url) + ", queue "; !strings.HasPrefix(r.out, want) {
 					t.Errorf("the first line does not start with %q", want)
 				}
 				checkNoKeys(t, rdb, r.out)

@@ -9,7 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/rediskeys"
 )
 
@@ -35,7 +35,7 @@ func openBroker(ctx context.Context, url string) (*broker, error) {
 		if err := m.Start(); err != nil { // 127.0.0.1, a random port
 			return nil, fmt.Errorf("start the embedded Redis: %w", err)
 		}
-		rdb, err := cli.RedisClient("redis://" + m.Addr())
+		rdb, err := redisconn.Client("redis://" + m.Addr())
 		if err != nil {
 			m.Close()
 			return nil, err
@@ -43,11 +43,11 @@ func openBroker(ctx context.Context, url string) (*broker, error) {
 		return &broker{rdb: rdb, embedded: m, addr: m.Addr()}, nil
 	}
 	// As the worker connects: the error says what answered and how.
-	rdb, err := cli.Connect(ctx, url)
+	rdb, err := redisconn.Connect(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	return &broker{rdb: rdb, addr: cli.DescribeRedis(url)}, nil // not the URL: it may hold a password
+	return &broker{rdb: rdb, addr: redisconn.Describe(url)}, nil // not the URL: it may hold a password
 }
 
 // close closes the connection, and stops the embedded Redis.

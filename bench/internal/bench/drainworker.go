@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -65,7 +65,7 @@ func RunWorkerIfChild() {
 // ctx is done, then writes the counters.
 func runDrainWorker(ctx context.Context, spec drainWorkerSpec) error {
 	// As cmd/worker makes its client: go-redis's defaults.
-	rdb, err := cli.RedisClient(spec.RedisURL)
+	rdb, err := redisconn.Client(spec.RedisURL)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package cli
+package redisconn
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -145,7 +146,7 @@ func TestConnectRefused(t *testing.T) {
 			if got := err.Error(); got != tc.want {
 				t.Errorf("Connect(%q) =\n%s\nwant\n%s", RedactURL(tc.url), got, tc.want)
 			}
-			if errors.Is(err, ErrUsage) {
+			if errors.Is(err, cli.ErrUsage) {
 				t.Errorf("Connect(%q) = %q matches ErrUsage: the URL was read, and Redis answered", RedactURL(tc.url), err)
 			}
 		})
@@ -165,7 +166,7 @@ func TestURLErrorsAreUsage(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for name, connect := range map[string]func(string) error{
-			"RedisClient": func(u string) error { _, err := RedisClient(u); return err },
+			"RedisClient": func(u string) error { _, err := Client(u); return err },
 			"Connect":     func(u string) error { _, err := Connect(t.Context(), u); return err },
 		} {
 			err := connect(tc.url)
@@ -173,7 +174,7 @@ func TestURLErrorsAreUsage(t *testing.T) {
 				t.Errorf("%s(%q): no error, want %q", name, tc.url, tc.want)
 				continue
 			}
-			if !errors.Is(err, ErrUsage) {
+			if !errors.Is(err, cli.ErrUsage) {
 				t.Errorf("%s(%q) = %q, which does not match ErrUsage", name, tc.url, err)
 			}
 			if got := err.Error(); !strings.HasPrefix(got, tc.want) || strings.Contains(got, "usage error") {
@@ -181,7 +182,7 @@ func TestURLErrorsAreUsage(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Connect(t.Context(), "redis://127.0.0.1:1/0"); errors.Is(err, ErrUsage) {
+	if _, err := Connect(t.Context(), "redis://127.0.0.1:1/0"); errors.Is(err, cli.ErrUsage) {
 		t.Errorf("Connect to a closed port = %q matches ErrUsage: the URL was read", err)
 	}
 }

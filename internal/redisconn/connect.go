@@ -1,4 +1,4 @@
-package cli
+package redisconn
 
 import (
 	"context"
@@ -37,7 +37,7 @@ const connectTimeout = 5 * time.Second
 //   - any other failure, such as a certificate that is not trusted, as
 //     "connecting: " and the error.
 //
-// It matches ErrUsage (errors.Is) when the URL is missing or cannot be
+// It matches cli.ErrUsage (errors.Is) when the URL is missing or cannot be
 // read.
 func Connect(ctx context.Context, rawURL string) (redis.UniversalClient, error) {
 	cfg, err := redisURL(rawURL)

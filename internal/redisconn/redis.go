@@ -1,4 +1,4 @@
-package cli
+package redisconn
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/readlimit"
 )
 
@@ -37,7 +38,7 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// RedisClient returns a client for rawURL, whose scheme says what it
+// Client returns a client for rawURL, whose scheme says what it
 // connects to:
 //
 //   - redis://, rediss:// (TLS) or unix://: one server, as redis.ParseURL
@@ -59,9 +60,9 @@ func (quiet) Printf(context.Context, string, ...any) {}
 // --decision-timeout.
 //
 // The error is one line that names the URL, its passwords hidden (see
-// RedactURL), and what is wrong with it. It matches ErrUsage (errors.Is)
+// RedactURL), and what is wrong with it. It matches cli.ErrUsage (errors.Is)
 // when the URL is missing or cannot be read.
-func RedisClient(rawURL string) (redis.UniversalClient, error) {
+func Client(rawURL string) (redis.UniversalClient, error) {
 	cfg, err := redisURL(rawURL)
 	if err != nil {
 		return nil, err
@@ -69,10 +70,10 @@ func RedisClient(rawURL string) (redis.UniversalClient, error) {
 	return cfg.client(), nil
 }
 
-// CheckRedisURL returns the error RedisClient would for rawURL, without
+// CheckURL returns the error RedisClient would for rawURL, without
 // making a client: for a command to refuse a bad --redis before it does
-// anything else, such as read a file. It matches ErrUsage.
-func CheckRedisURL(rawURL string) error {
+// anything else, such as read a file. It matches cli.ErrUsage.
+func CheckURL(rawURL string) error {
 	_, err := redisURL(rawURL)
 	return err
 }
@@ -82,11 +83,11 @@ func CheckRedisURL(rawURL string) error {
 func redisURL(rawURL string) (redisConfig, error) {
 	redis.SetLogger(quiet{})
 	if rawURL == "" {
-		return redisConfig{}, usageError{errors.New("no Redis: set --redis or REDIS_URL")}
+		return redisConfig{}, cli.Usagef("no Redis: set --redis or REDIS_URL")
 	}
 	cfg, err := parseRedisURL(rawURL)
 	if err != nil {
-		return redisConfig{}, usageError{fmt.Errorf("--redis %q: %v", RedactURL(rawURL), err)}
+		return redisConfig{}, cli.Usagef("--redis %q: %v", RedactURL(rawURL), err)
 	}
 	if tc := cfg.tlsConfig(); tc != nil {
 		if file := os.Getenv(RedisCAFileEnv); file != "" {
@@ -118,11 +119,11 @@ func readCAs(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// DescribeRedis says what rawURL connects to, without its passwords, for
+// Describe says what rawURL connects to, without its passwords, for
 // messages: "host:port db 2", "Redis Cluster at host:port, host2:port", or
 // "master mymaster db 0 of the sentinels at host:26379, host2:26379". It
 // returns "Redis" when the URL does not parse.
-func DescribeRedis(rawURL string) string {
+func Describe(rawURL string) string {
 	cfg, err := parseRedisURL(rawURL)
 	switch {
 	case err != nil:

@@ -1,4 +1,4 @@
-package cli
+package redisconn
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -156,17 +157,17 @@ func TestRedisCAFileErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Setenv(RedisCAFileEnv, tc.file)
-		_, err := RedisClient("rediss://127.0.0.1:1/0")
+		_, err := Client("rediss://127.0.0.1:1/0")
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("RedisClient with %s=%s: %v, want %q", RedisCAFileEnv, tc.file, err, tc.want)
 		}
-		if errors.Is(err, ErrUsage) { // a file that cannot be read: exit 1
+		if errors.Is(err, cli.ErrUsage) { // a file that cannot be read: exit 1
 			t.Errorf("RedisClient with %s=%s: %q matches ErrUsage", RedisCAFileEnv, tc.file, err)
 		}
 		// A URL without TLS does not read the file.
-		rdb, err := RedisClient("redis://127.0.0.1:1/0")
+		rdb, err := Client("redis://127.0.0.1:1/0")
 		if err != nil {
-			t.Errorf("RedisClient(redis://) with %s=%s: %v", RedisCAFileEnv, tc.file, err)
+			t.Errorf("Client(redis://) with %s=%s: %v", RedisCAFileEnv, tc.file, err)
 			continue
 		}
 		_ = rdb.Close()

@@ -1,4 +1,4 @@
-package cli
+package redisconn
 
 import (
 	"strings"
@@ -132,27 +132,27 @@ func TestRedisClient(t *testing.T) {
 		{"redis+sentinel://127.0.0.1:1/0?master_name=m", "*redis.Client"},
 	}
 	for _, tc := range cases {
-		rdb, err := RedisClient(tc.url)
+		rdb, err := Client(tc.url)
 		if err != nil {
-			t.Errorf("RedisClient(%q): %v", tc.url, err)
+			t.Errorf("Client(%q): %v", tc.url, err)
 			continue
 		}
 		if got := typeName(rdb); got != tc.want {
-			t.Errorf("RedisClient(%q) is a %s, want a %s", tc.url, got, tc.want)
+			t.Errorf("Client(%q) is a %s, want a %s", tc.url, got, tc.want)
 		}
 		_ = rdb.Close()
 	}
 
-	_, err := RedisClient("redis+sentinel://:sentinelpw@127.0.0.1:26379/0?password=masterpw")
+	_, err := Client("redis+sentinel://:sentinelpw@127.0.0.1:26379/0?password=masterpw")
 	if got, want := err.Error(), `--redis "redis+sentinel://:xxxxx@127.0.0.1:26379/0?password=xxxxx": no master_name`; !strings.HasPrefix(got, want) {
 		t.Errorf("RedisClient error = %q, want it to start %q", got, want)
 	}
-	_, err = RedisClient("redis://127.0.0.1:6379/0?Password=s3cret")
+	_, err = Client("redis://127.0.0.1:6379/0?Password=s3cret")
 	if got, want := err.Error(), `--redis "redis://127.0.0.1:6379/0?Password=xxxxx": redis: unexpected option: Password`; got != want {
 		t.Errorf("RedisClient error = %q, want %q", got, want)
 	}
-	if _, err := RedisClient(""); err == nil || err.Error() != "no Redis: set --redis or REDIS_URL" {
-		t.Errorf(`RedisClient("") = %v, want "no Redis: set --redis or REDIS_URL"`, err)
+	if _, err := Client(""); err == nil || err.Error() != "no Redis: set --redis or REDIS_URL" {
+		t.Errorf(`Client("") = %v, want "no Redis: set --redis or REDIS_URL"`, err)
 	}
 }
 
@@ -197,8 +197,8 @@ func TestDescribeRedis(t *testing.T) {
 		{"http://127.0.0.1:6379", "Redis"},
 	}
 	for _, tc := range cases {
-		if got := DescribeRedis(tc.url); got != tc.want {
-			t.Errorf("DescribeRedis(%q) = %q, want %q", tc.url, got, tc.want)
+		if got := Describe(tc.url); got != tc.want {
+			t.Errorf("Describe(%q) = %q, want %q", tc.url, got, tc.want)
 		}
 	}
 }
