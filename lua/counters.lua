@@ -1,6 +1,6 @@
 --[[
 counters.lua: the algorithms of a policy that keep a few numbers per key
-whatever its limit, beside the exact sliding-window log of allow.lua:
+whatever its limit, beside the exact sliding-window log of decide.lua:
 
   'sliding-window'  the sliding-window counter: the units of the current
                     fixed window plus those of the previous one weighted by
@@ -10,9 +10,9 @@ whatever its limit, beside the exact sliding-window log of allow.lua:
   'fixed-window'    one count per window; windows are aligned to multiples of
                     the window since the epoch of the Redis clock
 
-This chunk defines two local functions and no global; package lua puts it in
-front of allow.lua, whose checks call them. They are set by a call of
-define_counters(), which allow.lua makes only when a check needs them: a
+This chunk defines two local functions and no global; decide.lua, peek.lua
+and the lines' scripts include it, and their checks call them. They are set by a call of
+define_counters(), which decide.lua makes only when a check needs them: a
 call of the script creates the closures of the functions it defines, and
 the sliding log alone should not pay for them:
 
@@ -44,7 +44,7 @@ counter_check reads the key and writes nothing. It returns
 counter_record is called only when every check of the call allowed, with the
 arguments and the state of counter_check in the same script call. It writes
 the admission, sets the key to expire just after reset (floor(reset / 1000)
-+ 1 milliseconds, as allow.lua does), and returns count and reset after the
++ 1 milliseconds, as decide.lua does), and returns count and reset after the
 admission: count is always the count of counter_check plus cost.
 
 Every figure returned is an integer. The keys:

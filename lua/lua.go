@@ -1,7 +1,8 @@
-// Package lua holds Sluice's Redis scripts. The scripts live as .lua files
-// beside this file, each opening with a comment that lists its KEYS, ARGV and
-// reply (or, for a chunk that other scripts include, its functions); this
-// package embeds them and exports them ready to run.
+// Package lua holds Sluice's Redis scripts, one per operation. The scripts
+// live as .lua files beside this file, each opening with a comment that
+// lists its KEYS, ARGV and reply; a line "-- #include FILE" puts in a chunk
+// of helpers that several scripts share. This package embeds them and
+// exports them ready to run.
 //
 // Run a script with its Run method: it calls EVALSHA and falls back on EVAL
 // when Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
@@ -16,41 +17,27 @@ import (
 //go:embed counters.lua
 var countersSource string
 
-//go:embed allow.lua
-var allowSource string
+// Decide is the limiter's decision over one or more keys, all or nothing,
+// recorded (Allow, AllowMulti, line mode): see decide.lua for its KEYS,
+// ARGV and reply, and counters.lua for the algorithms other than the
+// sliding-window log.
+var Decide = redis.NewScript(compose("decide.lua"))
 
-// allowScript is the text Allow runs: counters.lua, which defines the
-// functions of the O(1)-memory algorithms, then allow.lua, which calls them.
-var allowScript = countersSource + "\n" + allowSource
+// Peek is what Decide would decide, recording nothing (Peek, Usage): see
+// peek.lua.
+var Peek = redis.NewScript(compose("peek.lua"))
 
-// Allow is the decision over one or more keys, all or nothing: see allow.lua
-// for its KEYS, ARGV and reply, and counters.lua for the algorithms other
-// than the sliding-window log.
-var Allow = redis.NewScript(allowScript)
+// DecideSource returns the text Decide runs, its includes in place. Tests
+// use it to build variants, such as one whose clock is fixed.
+func DecideSource() string { return compose("decide.lua") }
 
-// AllowSource returns the text of the script Allow runs: counters.lua, a
-// newline, then allow.lua. Tests use it to build variants, such as one whose
-// clock is fixed.
-func AllowSource() string { return allowScript }
+// PeekSource returns the text Peek runs, its includes in place.
+func PeekSource() string { return compose("peek.lua") }
 
 // CountersSource returns the text of counters.lua: a chunk that defines the
 // local functions counter_check and counter_record and nothing global. Tests
 // put it in front of a driver of their own to call the functions directly.
 func CountersSource() string { return countersSource }
-
-//go:embed fair.lua
-var fairSource string
-
-// fairScript is the text Fair runs: counters.lua, then fair.lua.
-var fairScript = countersSource + "\n" + fairSource
-
-// Fair runs the fair lines of waiting tasks and their grants: see fair.lua
-// for its KEYS, ARGV and reply, and docs/FAIRNESS.md for the design.
-var Fair = redis.NewScript(fairScript)
-
-// FairSource returns the text of the script Fair runs, for tests that build
-// variants of it, such as one whose clock is fixed.
-func FairSource() string { return fairScript }
 
 //go:embed restamp.lua
 var restampSource string

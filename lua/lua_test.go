@@ -3,29 +3,67 @@ package lua_test
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/lua"
 )
 
-// TestAllowSourceIsWhatAllowRuns: AllowSource is the text whose SHA-1
-// Allow sends with EVALSHA, counters.lua first, so that tests built on it
-// run what the limiter runs.
-func TestAllowSourceIsWhatAllowRuns(t *testing.T) {
+// TestSourcesAreWhatRuns: DecideSource and PeekSource are the texts whose
+// SHA-1 the scripts send with EVALSHA, so that tests built on them run what
+// the limiter runs; each has its includes in place and no include line left.
+func TestSourcesAreWhatRuns(t *testing.T) {
 	t.Parallel()
-	sum := sha1.Sum([]byte(lua.AllowSource()))
-	if got, want := lua.Allow.Hash(), hex.EncodeToString(sum[:]); got != want {
-		t.Errorf("Allow.Hash() = %s, want the SHA-1 of AllowSource(), %s", got, want)
+	cases := []struct {
+		name   string
+		script *redis.Script
+		src    string
+	}{
+		{"decide.lua", lua.Decide, lua.DecideSource()},
+		{"peek.lua", lua.Peek, lua.PeekSource()},
 	}
-	src, counters := lua.AllowSource(), lua.CountersSource()
-	if !strings.HasPrefix(src, counters+"\n") || !strings.Contains(src[len(counters):], "allow.lua") {
-		t.Errorf("AllowSource() is not counters.lua, a newline, then allow.lua")
+	for _, c := range cases {
+		sum := sha1.Sum([]byte(c.src))
+		if got, want := c.script.Hash(), hex.EncodeToString(sum[:]); got != want {
+			t.Errorf("%s: hash %s, want the SHA-1 of its source, %s", c.name, got, want)
+		}
+		// Each file's header opens with its name, at the start of a line.
+		for _, part := range []string{"\n" + c.name + ":", "\n-- logs_head.lua:", "\n-- logs_search.lua:", lua.CountersSource()} {
+			if strings.Count("\n"+c.src, part) != 1 {
+				t.Errorf("%s: holds %q %d times, want once", c.name, part[:min(len(part), 40)], strings.Count(c.src, part))
+			}
+		}
+		if strings.Contains(c.src, "-- #include") {
+			t.Errorf("%s: an include line is left", c.name)
+		}
 	}
 	// The two functions are locals of the chunk, set by define_counters:
-	// allow.lua sees them, and Redis, which refuses scripts that make
-	// globals, runs it (the tests of package throttle run it).
-	if !strings.Contains(counters, "\nlocal counter_check, counter_record\nlocal function define_counters()\n") {
+	// the scripts see them, and Redis, which refuses scripts that make
+	// globals, runs them (the tests of package throttle run them).
+	if !strings.Contains(lua.CountersSource(), "\nlocal counter_check, counter_record\nlocal function define_counters()\n") {
 		t.Errorf("counters.lua does not declare counter_check and counter_record as locals before define_counters")
+	}
+}
+
+// TestNoLongScripts: no .lua file is over 400 lines, so that each reads as
+// one operation or one set of helpers.
+func TestNoLongScripts(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no .lua files: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), "\n"); n > 400 {
+			t.Errorf("%s: %d lines, want at most 400", f, n)
+		}
 	}
 }

@@ -16,7 +16,7 @@ KEYS[11 .. 10+n]   the class's other keys, deleted whatever their type:
                its hash, its flows' lines and hashes, its share counts
 KEYS[11+n+2i], KEYS[12+n+2i]  (i = 0, 1, ...)
                a rule log that holds places of the class's grants, and its
-               frontier note (allow.lua), which a removed place may falsify
+               frontier note (decide.lua), which a removed place may falsify
 ARGV[1]        the class, key-encoded
 ARGV[2]        n
 ARGV[3]        JSON object: the flows found, "<level>:<tenant>" -> true

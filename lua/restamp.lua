@@ -13,7 +13,7 @@ ARGV[3i + 2]   rule i's cost: the task's members in log i
 The task's members are '<stamp>-c<id>#j', j = 1 .. cost, all at its
 admission p. Each becomes '<now>-c<id>#j' at now, in every log or in none:
 only when every log holds all of them and the move is allowed, as a late
-claim's in fair.lua (movable): p is less than a window ago, and the
+claim's in arrive.lua (movable): p is less than a window ago, and the
 members in (p, now + window), plus the cost, are within the limit. The key
 then lives at least a window past now.
 

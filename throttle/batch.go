@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/sluicehq/sluice/lua"
 )
 
 // Defaults of BatchConfig.
@@ -153,7 +151,7 @@ func (b *batcher) eval(ctx context.Context, keys []string, args []any) ([]int64,
 		b.pipelines++
 		b.mu.Unlock()
 		defer b.done()
-		return scriptReply(lua.Allow.Run(ctx, b.rdb, keys, args...))
+		return scriptReply(scriptFor(args).Run(ctx, b.rdb, keys, args...))
 	}
 	c := &call{ctx: ctx, keys: keys, args: args, wake: make(chan bool, 1), state: waiting}
 	b.pending = append(b.pending, c)
@@ -255,7 +253,7 @@ func (b *batcher) run(ctx context.Context, calls []*call) {
 	if len(calls) == 1 {
 		// A pipeline of one is a plain call, with its caller's context.
 		c := calls[0]
-		c.reply, c.err = scriptReply(lua.Allow.Run(c.ctx, b.rdb, c.keys, c.args...))
+		c.reply, c.err = scriptReply(scriptFor(c.args).Run(c.ctx, b.rdb, c.keys, c.args...))
 		return
 	}
 	ctx, cancel := pipelineContext(ctx, calls)
@@ -263,7 +261,7 @@ func (b *batcher) run(ctx context.Context, calls []*call) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := b.rdb.Pipeline()
 	for i, c := range calls {
-		cmds[i] = lua.Allow.EvalSha(c.ctx, pipe, c.keys, c.args...)
+		cmds[i] = scriptFor(c.args).EvalSha(c.ctx, pipe, c.keys, c.args...)
 	}
 	_, err := pipe.Exec(ctx)
 	var again []int
@@ -280,7 +278,7 @@ func (b *batcher) run(ctx context.Context, calls []*call) {
 	pipe = b.rdb.Pipeline()
 	for _, i := range again {
 		c := calls[i]
-		cmds[i] = lua.Allow.Eval(c.ctx, pipe, c.keys, c.args...)
+		cmds[i] = scriptFor(c.args).Eval(c.ctx, pipe, c.keys, c.args...)
 	}
 	_, err = pipe.Exec(ctx)
 	for _, i := range again {

@@ -37,7 +37,7 @@ type gate struct {
 // fails with NOSCRIPT and goes again with EVAL, which would be a batch more.
 func addGate(t *testing.T, rdb redis.UniversalClient) *gate {
 	t.Helper()
-	if err := lua.Allow.Load(context.Background(), rdb).Err(); err != nil {
+	if err := lua.Decide.Load(context.Background(), rdb).Err(); err != nil {
 		t.Fatalf("load the script: %v", err)
 	}
 	g := &gate{arrived: make(chan []redis.Cmder), pass: make(chan struct{}), done: make(chan struct{})}
@@ -272,7 +272,7 @@ func TestBatchingAdmitsExactlyTheLimit(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			// Loaded, so that no call goes again with EVAL.
-			if err := lua.Allow.Load(context.Background(), b.rdb).Err(); err != nil {
+			if err := lua.Decide.Load(context.Background(), b.rdb).Err(); err != nil {
 				t.Fatal(err)
 			}
 			var pipelines, cmds atomic.Int64
@@ -799,7 +799,7 @@ func BenchmarkAllowBatched(b *testing.B) {
 		keys[i] = fmt.Sprintf("tenant-%d", i)
 	}
 	ctx := context.Background()
-	if err := lua.Allow.Load(ctx, rdb).Err(); err != nil {
+	if err := lua.Decide.Load(ctx, rdb).Err(); err != nil {
 		b.Fatal(err)
 	}
 	defer func() {

@@ -15,7 +15,7 @@ import (
 )
 
 // TestDamagedLogScores: a log holding members scored +inf, or 2^53 µs on,
-// is damaged. Every call that checks it, whichever path of allow.lua
+// is damaged. Every call that checks it, whichever path of decide.lua
 // decides it, returns a Redis error reply naming the key and the score,
 // and writes nothing, to it or to the other keys of the call; a call on
 // another key is decided as usual.

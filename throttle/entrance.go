@@ -102,8 +102,8 @@ func (ls *Lines) Enter(ctx context.Context, entries ...Entry) error {
 	return nil
 }
 
-// entering reads the head of the entrance of group and returns fair.lua's
-// dispatch arguments that take it in (none when the lines have no
+// entering reads the head of the entrance of group and returns
+// dispatch.lua's arguments that take it in (none when the lines have no
 // EntryRules or the entrance is empty), how many entries it read, and what
 // Redis refused.
 func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error) {
@@ -149,7 +149,7 @@ func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error)
 		if len(checks) > 0 {
 			// Rules the lines cannot keep release the task: its arrival at
 			// a worker says what is wrong with them.
-			if rules, _, g, err := ls.rules(checks); err == nil && g == group {
+			if rules, g, err := ls.rules(checks); err == nil && g == group {
 				x.R, x.W = rules, w
 				if !(x.W > 0) {
 					x.W = 1

@@ -16,25 +16,30 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// frontierLine is the line of allow.lua that reads a log's frontier note.
+// frontierLine is the line of decide.lua that reads a log's frontier note.
 const frontierLine = "known = frontier(i)"
 
-// lastingScripts returns allow.lua with its clock fixed at now, as it is
-// and with its frontier notes never read (every search then starts where
-// it is asked to), both giving their keys an hour more to live: the TTLs
-// run in real time, which outruns the fixed clock, and the two sides'
-// logs must not expire a moment apart. Pruning, not the TTL, decides.
-func lastingScripts(t *testing.T, now int64) (noted, plain *redis.Script) {
+// lastingScripts returns the limiter's scripts with their clock fixed at
+// now, as they are and with their frontier notes never read (every search
+// then starts where it is asked to), both giving their keys an hour more to
+// live: the TTLs run in real time, which outruns the fixed clock, and the
+// two sides' logs must not expire a moment apart. Pruning, not the TTL,
+// decides.
+func lastingScripts(t *testing.T, now int64) (noted, plain limiterScripts) {
 	t.Helper()
-	fixed := fixedSource(t, now)
-	if n := strings.Count(fixed, "/ 1000) + 1)"); n < 5 {
-		t.Fatalf("allow.lua has %d TTLs of the form \"/ 1000) + 1)\", want at least 5: they cannot be lengthened", n)
+	lasting := func(name, src string) string {
+		if n := strings.Count(src, "/ 1000) + 1)"); n < 1 || (name == "decide.lua" && n < 5) {
+			t.Fatalf("%s has %d TTLs of the form \"/ 1000) + 1)\": they cannot be lengthened", name, n)
+		}
+		return strings.ReplaceAll(src, "/ 1000) + 1)", "/ 1000) + 3600001)")
 	}
-	fixed = strings.ReplaceAll(fixed, "/ 1000) + 1)", "/ 1000) + 3600001)")
-	if strings.Count(fixed, frontierLine) != 1 {
-		t.Fatalf("allow.lua has not one line %q: its frontier cannot be turned off", frontierLine)
+	unnoted := func(name, src string) string {
+		if strings.Count(src, frontierLine) != 1 {
+			t.Fatalf("%s has not one line %q: its frontier cannot be turned off", name, frontierLine)
+		}
+		return strings.Replace(src, frontierLine, "known = now", 1)
 	}
-	return redis.NewScript(fixed), redis.NewScript(strings.Replace(fixed, frontierLine, "known = now", 1))
+	return fixedClock(t, now, lasting), fixedClock(t, now, lasting, unnoted)
 }
 
 // noteKey is the key of the frontier note beside the log at key.
@@ -114,7 +119,7 @@ func TestFrontierAgrees(t *testing.T) {
 			}
 			var replies [2][]int64
 			noted, plain := lastingScripts(t, now)
-			for side, script := range []*redis.Script{noted, plain} {
+			for side, script := range []limiterScripts{noted, plain} {
 				name := []string{"noted", "plain"}[side]
 				r, err := throttle.ScriptReply(script.Run(ctx, rdb, throttle.WithFrontiers(keys(name, tenant)), args...), window, window)
 				if err != nil {

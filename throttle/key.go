@@ -46,7 +46,7 @@ type redisKeys struct {
 	group         string // the encoded group, the hash tag
 	window        string // <prefix>{<group>}:<body>, the sliding-window log (SlidingLog)
 	hold          string // <prefix>{<group>}hold:<body>, the hold of Hold
-	frontier      string // <prefix>{<group>}p:<body>, the log's frontier note, which allow.lua writes and reads
+	frontier      string // <prefix>{<group>}p:<body>, the log's frontier note, which decide.lua writes and reads
 	slidingWindow string // <prefix>{<group>}sw:<body>, the counts of SlidingWindow, a hash
 	gcra          string // <prefix>{<group>}gcra:<body>, the arrival time of GCRA, a hash
 	fixedWindow   string // <prefix>{<group>}fw:<body>, the count of FixedWindow, a hash
@@ -136,7 +136,7 @@ func frontierOf(log string) string {
 }
 
 // withFrontiers returns keys followed by each one's frontier note: the
-// KEYS of lua/allow.lua, which declares every key it touches.
+// KEYS of lua/decide.lua, which declares every key it touches.
 func withFrontiers(keys []string) []string {
 	all := make([]string, len(keys), 2*len(keys))
 	copy(all, keys)

@@ -60,10 +60,10 @@ func TestLineSpreadsReturns(t *testing.T) {
 // instead of TIME, as fields s (seconds) and us (microseconds).
 const clock = "clock"
 
-// clockedScript is allow.lua reading its clock from the last key, so that a
+// clockedScript is decide.lua reading its clock from the last key, so that a
 // test can run many calls at times of its choosing with one script.
 var clockedScript = func() *redis.Script {
-	src := lua.AllowSource()
+	src := lua.DecideSource()
 	return redis.NewScript(strings.Replace(src, clockLine, "local t = redis.call('HMGET', KEYS[#KEYS], 's', 'us')", 1))
 }()
 
@@ -75,7 +75,7 @@ type line struct {
 	tolerance int64
 }
 
-// at runs allow.lua at now over the named windows in the given mode.
+// at runs decide.lua at now over the named windows in the given mode.
 func (ln line) at(now int64, mode, id string, keys []string, checks ...check) reply {
 	t := ln.t
 	t.Helper()
@@ -97,7 +97,7 @@ func (ln line) at(now int64, mode, id string, keys []string, checks ...check) re
 	}
 	res, err := throttle.ScriptReply(clockedScript.Run(ctx, ln.rdb, raw, args...), windows...)
 	if err != nil {
-		t.Fatalf("allow.lua at %d %v %v: %v", now, keys, args, err)
+		t.Fatalf("decide.lua at %d %v %v: %v", now, keys, args, err)
 	}
 	n := len(checks)
 	r := reply{allowed: res[0] == 1, wait: res[4*n+1], line: int(res[4*n+2]), early: res[4*n+3] == 1}
@@ -316,9 +316,9 @@ func TestLineSchedule(t *testing.T) {
 			eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
 				script := clockedScript
 				if budget != "" {
-					src := strings.Replace(lua.AllowSource(), clockLine, "local t = redis.call('HMGET', KEYS[#KEYS], 's', 'us')", 1)
+					src := strings.Replace(lua.DecideSource(), clockLine, "local t = redis.call('HMGET', KEYS[#KEYS], 's', 'us')", 1)
 					if !strings.Contains(src, "local budget = 200") {
-						t.Fatal("allow.lua no longer has 'local budget = 200'")
+						t.Fatal("decide.lua no longer has 'local budget = 200'")
 					}
 					script = redis.NewScript(strings.Replace(src, "local budget = 200", "local budget = "+budget, 1))
 				}

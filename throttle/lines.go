@@ -23,9 +23,9 @@ import (
 // the windows they serve, so any number of processes share them. Lines are
 // safe for concurrent use.
 type Lines struct {
-	l      *Limiter
-	cfg    LinesConfig
-	script *redis.Script
+	l       *Limiter
+	cfg     LinesConfig
+	scripts lua.LineScripts
 }
 
 // Defaults of LinesConfig, each used for a zero field.
@@ -108,7 +108,7 @@ func (l *Limiter) Lines(cfg LinesConfig) *Lines {
 	if cfg.MaxGrants <= 0 {
 		cfg.MaxGrants = DefaultMaxGrants
 	}
-	return &Lines{l: l, cfg: cfg, script: lua.Fair}
+	return &Lines{l: l, cfg: cfg, scripts: lua.Lines}
 }
 
 // LineCheck is a Check of a task in line, and whether its key is shared
@@ -181,14 +181,14 @@ type Turn struct {
 	By int
 }
 
-// lineRule is a rule as fair.lua reads it.
+// lineRule is a rule as the lines' scripts read it (lua/lines_head.lua).
 type lineRule struct {
-	Key       string `json:"k"`
-	Limit     int    `json:"l"`
-	Window    int64  `json:"w"`
-	Cost      int    `json:"c"`
-	Algorithm string `json:"a"`
-	Shared    int    `json:"s"`
+	Key       string `json:"key"`
+	Limit     int    `json:"limit"`
+	Window    int64  `json:"window"` // microseconds
+	Cost      int    `json:"cost"`
+	Algorithm string `json:"algorithm"`
+	Shared    int    `json:"shared"` // 1: a rule of the class, 0: the tenant's own
 }
 
 // Arrive asks for a task at a worker: it claims the task's grant, or admits
@@ -218,7 +218,7 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 	if len(a.Checks) == 0 {
 		return fail(fmt.Errorf("%w: no checks", ErrInvalidKey))
 	}
-	rules, flat, group, err := ls.rules(a.Checks)
+	rules, group, err := ls.rules(a.Checks)
 	if err != nil {
 		return fail(err)
 	}
@@ -226,9 +226,9 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 		// Dispatch, Waiting and Refresh serve the default group's lines.
 		return fail(fmt.Errorf("%w: the fair lines need every key in the default group, %s, not %s", ErrInvalidConfig, DefaultGroup, group))
 	}
-	args := append(ls.args("arrive", group), encodeKeyPart(a.Class), a.Priority, a.Tenant,
-		strconv.FormatFloat(a.Weight, 'g', -1, 64), a.Queue, a.ID, rules)
-	t, err := ls.run(ctx, group, append(args, flat...))
+	own := lua.Arrival{Class: encodeKeyPart(a.Class), Level: a.Priority, Tenant: a.Tenant, Weight: a.Weight,
+		Queue: a.Queue, ID: a.ID, Rules: rules}
+	t, err := ls.run(ctx, ls.scripts.Arrive, group, own.Args()...)
 	if err != nil {
 		return fail(err)
 	}
@@ -249,7 +249,7 @@ func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 		// Redis unreachable, or ctx done: the step would fare no better.
 		return Turn{}, fmt.Errorf("throttle: dispatch the lines: read the entrance: %w", ierr)
 	}
-	t, err := ls.run(ctx, group, append(ls.args("dispatch", group), in...))
+	t, err := ls.run(ctx, ls.scripts.Dispatch, group, in...)
 	if err != nil {
 		return Turn{}, fmt.Errorf("throttle: dispatch the lines: %w", err)
 	}
@@ -272,7 +272,7 @@ func (ls *Lines) Drop(ctx context.Context, id string) error {
 		return ls.l.err
 	}
 	group := encodeKeyPart(DefaultGroup)
-	if _, err := ls.run(ctx, group, append(ls.args("drop", group), id)); err != nil {
+	if _, err := ls.run(ctx, ls.scripts.Drop, group, id); err != nil {
 		return fmt.Errorf("throttle: drop %s from the lines: %w", id, err)
 	}
 	if err := ls.publishWake(ctx, group); err != nil {
@@ -294,7 +294,7 @@ func (ls *Lines) Wake(ctx context.Context, class string) error {
 		return ls.l.err
 	}
 	group := encodeKeyPart(DefaultGroup)
-	if _, err := ls.run(ctx, group, append(ls.args("wake", group), encodeKeyPart(class))); err != nil {
+	if _, err := ls.run(ctx, ls.scripts.Wake, group, encodeKeyPart(class)); err != nil {
 		return fmt.Errorf("throttle: wake the lines of %s: %w", class, err)
 	}
 	if err := ls.publishWake(ctx, group); err != nil {
@@ -311,7 +311,7 @@ func (ls *Lines) Granted(ctx context.Context, id string) (bool, error) {
 		return false, ls.l.err
 	}
 	group := encodeKeyPart(DefaultGroup)
-	t, err := ls.run(ctx, group, append(ls.args("granted", group), id))
+	t, err := ls.run(ctx, ls.scripts.Granted, group, id)
 	if err != nil {
 		return false, fmt.Errorf("throttle: is %s granted: %w", id, err)
 	}
@@ -359,7 +359,7 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 		if len(f.Checks) == 0 {
 			continue
 		}
-		rules, _, _, err := ls.rules(f.Checks)
+		rules, _, err := ls.rules(f.Checks)
 		if err != nil {
 			return fmt.Errorf("throttle: refresh the rules of %s/%d/%s: %w", f.Class, f.Priority, f.Tenant, err)
 		}
@@ -374,7 +374,7 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 		return fmt.Errorf("throttle: refresh the waiting flows: %w", err)
 	}
 	group := encodeKeyPart(DefaultGroup)
-	if _, err := ls.run(ctx, group, append(ls.args("refresh", group), string(enc))); err != nil {
+	if _, err := ls.run(ctx, ls.scripts.Refresh, group, string(enc)); err != nil {
 		return fmt.Errorf("throttle: refresh the waiting flows: %w", err)
 	}
 	if len(batch) > 0 {
@@ -385,13 +385,11 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 	return nil
 }
 
-// rules validates checks and returns them as fair.lua reads them (JSON),
-// flat (key, limit, window, cost, shared each) when every one is a sliding log so
-// that the script's common case need not decode the JSON (else nil), and
-// their group.
-func (ls *Lines) rules(lc []LineCheck) (string, []any, string, error) {
+// rules validates checks and returns them as the lines' scripts read
+// them (JSON), and their group.
+func (ls *Lines) rules(lc []LineCheck) (string, string, error) {
 	if len(lc) == 0 {
-		return "[]", nil, encodeKeyPart(DefaultGroup), nil
+		return "[]", encodeKeyPart(DefaultGroup), nil
 	}
 	checks := make([]Check, len(lc))
 	for i, c := range lc {
@@ -399,36 +397,31 @@ func (ls *Lines) rules(lc []LineCheck) (string, []any, string, error) {
 	}
 	keys, group, err := ls.l.resolve(checks)
 	if err != nil {
-		return "", nil, "", err
+		return "", "", err
 	}
 	rules := make([]lineRule, len(lc))
-	flat := make([]any, 0, 5*len(lc))
 	for i, c := range lc {
 		rules[i] = lineRule{Key: keys[i], Limit: c.Policy.Limit, Window: c.Policy.Window.Microseconds(), Cost: c.Cost,
 			Algorithm: c.Policy.Algorithm.String(), Shared: b2i(c.Shared)}
-		if flat != nil && rules[i].Algorithm == SlidingLog.String() {
-			flat = append(flat, keys[i], c.Policy.Limit, rules[i].Window, c.Cost, rules[i].Shared)
-		} else {
-			flat = nil
-		}
 	}
 	enc, err := json.Marshal(rules)
-	return string(enc), flat, group, err
+	return string(enc), group, err
 }
 
-// args returns fair.lua's common ARGV for mode over the lines of group.
-func (ls *Lines) args(mode, group string) []any {
-	return []any{mode, ls.base(group), ls.cfg.Lead.Microseconds(), ls.l.lineTolerance.Microseconds(),
-		ls.cfg.MaxGrants, ls.cfg.Reserve, ls.cfg.Late.Microseconds()}
+// settings are the ARGV every lines script of group is given first.
+func (ls *Lines) settings(group string) lua.LinesSettings {
+	return lua.LinesSettings{Base: ls.base(group), Lead: ls.cfg.Lead, Tolerance: ls.l.lineTolerance,
+		MostGrants: ls.cfg.MaxGrants, Reserve: ls.cfg.Reserve, Late: ls.cfg.Late}
 }
 
 // base is the start of every key of the lines of group: the limiter's
 // prefix and hash tag.
 func (ls *Lines) base(group string) string { return ls.l.prefix + "{" + group + "}" }
 
-// run runs fair.lua and reads its reply.
-func (ls *Lines) run(ctx context.Context, group string, args []any) (Turn, error) {
-	res, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, args...).Result()
+// run runs a lines script with its own args and reads its reply.
+func (ls *Lines) run(ctx context.Context, script *redis.Script, group string, own ...any) (Turn, error) {
+	s := ls.settings(group)
+	res, err := script.Run(ctx, ls.l.rdb, s.Keys(), s.Args(own...)...).Result()
 	if err != nil {
 		return Turn{}, err
 	}

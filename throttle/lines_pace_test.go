@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,7 +167,10 @@ func TestLinesPacedGrants(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		seed := rand.Uint64()
-		t.Logf("seed %d", seed)
+		if s, err := strconv.ParseUint(os.Getenv("SLUICE_SEED"), 10, 64); err == nil {
+			seed = s // a failure's seed, to run it again
+		}
+		t.Logf("seed %d (SLUICE_SEED)", seed)
 		rng := rand.New(rand.NewPCG(seed, 1))
 		rule := throttle.Policy{Limit: 50, Window: time.Second}
 		s := newLineSim(t, rdb, prefix, rule)

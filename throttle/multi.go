@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -102,7 +104,7 @@ const (
 // decide validates checks, runs the decision script once over all of them in
 // the given mode, and reads the reply. id is the caller of modeLine. places
 // is what modeUsage adds to the reply, two counts a check (see
-// lua/allow.lua); nil in the other modes.
+// lua/decide.lua); nil in the other modes.
 func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Check) (md MultiDecision, places []int64, err error) {
 	if l.err != nil {
 		return MultiDecision{}, nil, l.err
@@ -191,7 +193,7 @@ func (l *Limiter) eval(ctx context.Context, keys []string, args []any) ([]int64,
 	if l.batch != nil {
 		return l.batch.eval(ctx, keys, args)
 	}
-	return scriptReply(lua.Allow.Run(ctx, l.rdb, keys, args...))
+	return scriptReply(scriptFor(args).Run(ctx, l.rdb, keys, args...))
 }
 
 // describe names the keys of a call for an error message.
@@ -203,4 +205,13 @@ func describe(checks []Check) string {
 		return Quote(checks[0].Key)
 	}
 	return Quote(checks[0].Key) + " and " + strconv.Itoa(len(checks)-1) + " more"
+}
+
+// scriptFor returns the script that runs a call of the given ARGV: peek.lua
+// for modePeek and modeUsage, decide.lua for the others.
+func scriptFor(args []any) *redis.Script {
+	if args[0] == modePeek || args[0] == modeUsage {
+		return lua.Peek
+	}
+	return lua.Decide
 }

@@ -8,7 +8,7 @@ import (
 
 // scriptReply reads the decision script's reply as integers: an array, or
 // the single integer of the short reply of an admission over one check
-// (see lua/allow.lua).
+// (see lua/decide.lua).
 func scriptReply(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
 	if err != nil {
@@ -37,7 +37,7 @@ func admitted(counts []int64, checks []Check) []int64 {
 	return full
 }
 
-// readReply turns the script's reply into decisions; see lua/allow.lua.
+// readReply turns the script's reply into decisions; see lua/decide.lua.
 func readReply(reply []int64, checks []Check) MultiDecision {
 	md := MultiDecision{Denied: -1, Checks: make([]Decision, len(checks))}
 	rep := 0

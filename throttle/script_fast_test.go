@@ -14,22 +14,26 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// fastLine is the line of allow.lua that enters its common cases.
+// fastLine is the line of decide.lua that enters its common cases.
 const fastLine = "if mode == '1' or mode == '2' then"
 
-// withoutFastPaths returns allow.lua with its clock fixed at now and the
-// common cases turned off, so that the rest of the script decides every
-// call.
-func withoutFastPaths(t *testing.T, now int64) *redis.Script {
+// withoutFastPaths returns the limiter's scripts with their clock fixed at
+// now and decide.lua's common cases turned off, so that the rest of the
+// script decides every call.
+func withoutFastPaths(t *testing.T, now int64) limiterScripts {
 	t.Helper()
-	fixed := fixedSource(t, now)
-	if strings.Count(fixed, fastLine) != 1 {
-		t.Fatalf("allow.lua has not one line %q: its common cases cannot be turned off", fastLine)
-	}
-	return redis.NewScript(strings.Replace(fixed, fastLine, "if false then", 1))
+	return fixedClock(t, now, func(name, src string) string {
+		if name != "decide.lua" {
+			return src
+		}
+		if strings.Count(src, fastLine) != 1 {
+			t.Fatalf("decide.lua has not one line %q: its common cases cannot be turned off", fastLine)
+		}
+		return strings.Replace(src, fastLine, "if false then", 1)
+	})
 }
 
-// TestScriptFastPathsAgree: allow.lua's common cases (an admission of one
+// TestScriptFastPathsAgree: decide.lua's common cases (an admission of one
 // unit a check, a denial in Allow with nothing ahead) decide exactly what
 // the rest of the script decides on the same windows: the same reply, once
 // the short reply is read in full, the same members with the same scores,
@@ -109,14 +113,14 @@ func TestScriptFastPathsAgree(t *testing.T) {
 // whole transaction: a key the script gave 1 ms to live (its newest member
 // at the window's edge) is read as the script left it, not found gone
 // because the test read it a few milliseconds later than the other side.
-func runAndRead(t *testing.T, rdb redis.UniversalClient, script *redis.Script, keys []string, args []any, windows []int64, call string) ([]int64, [][]redis.Z, []time.Duration) {
+func runAndRead(t *testing.T, rdb redis.UniversalClient, script limiterScripts, keys []string, args []any, windows []int64, call string) ([]int64, [][]redis.Z, []time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	var run *redis.Cmd
 	zs := make([]*redis.ZSliceCmd, len(keys))
 	ttls := make([]*redis.DurationCmd, len(keys))
 	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		run = script.Eval(ctx, p, throttle.WithFrontiers(keys), args...)
+		run = script.of(args).Eval(ctx, p, throttle.WithFrontiers(keys), args...)
 		for i, k := range keys {
 			zs[i] = p.ZRangeWithScores(ctx, k, 0, -1)
 			ttls[i] = p.PTTL(ctx, k)

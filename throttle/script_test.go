@@ -14,39 +14,63 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// The tests in this file run allow.lua directly, with the raw KEYS and ARGV
+// The tests in this file run decide.lua directly, with the raw KEYS and ARGV
 // of its header, on a copy whose clock is fixed: every figure of the reply is
 // then known to the microsecond, and a change of one microsecond or one
 // member in the script fails them.
 
-// clockLine is the line of allow.lua that reads the Redis clock.
+// clockLine is the line of logs_head.lua that reads the Redis clock.
 const clockLine = "local t = redis.call('TIME')"
 
-// fixedClock returns allow.lua with its clock fixed at now, in microseconds
-// of the Unix epoch. Each now is a distinct script, loaded on first use.
-func fixedClock(t *testing.T, now int64) *redis.Script {
-	t.Helper()
-	return redis.NewScript(fixedSource(t, now))
+// limiterScripts are decide.lua and peek.lua: a call is run by the one its
+// mode (ARGV[1]) belongs to, as the limiter runs them.
+type limiterScripts struct{ decide, peek *redis.Script }
+
+// of returns the script that runs a call of args.
+func (s limiterScripts) of(args []any) *redis.Script {
+	if args[0] == "0" || args[0] == "3" {
+		return s.peek
+	}
+	return s.decide
 }
 
-// fixedSource is the text of fixedClock's script.
-func fixedSource(t *testing.T, now int64) string {
+func (s limiterScripts) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.of(args).Run(ctx, c, keys, args...)
+}
+
+// Load loads both scripts.
+func (s limiterScripts) Load(ctx context.Context, c redis.Scripter) error {
+	if err := s.decide.Load(ctx, c).Err(); err != nil {
+		return err
+	}
+	return s.peek.Load(ctx, c).Err()
+}
+
+// fixedClock returns the limiter's scripts with their clock fixed at now, in
+// microseconds of the Unix epoch, then each edit applied. Each now is a
+// distinct pair of scripts, loaded on first use.
+func fixedClock(t *testing.T, now int64, edits ...func(name, src string) string) limiterScripts {
 	t.Helper()
-	src := lua.AllowSource()
-	if n := strings.Count(src, clockLine); n != 1 {
-		t.Fatalf("allow.lua has %d lines %q, want 1: the clock cannot be fixed", n, clockLine)
+	build := func(name, src string) *redis.Script {
+		if n := strings.Count(src, clockLine); n != 1 {
+			t.Fatalf("%s has %d lines %q, want 1: the clock cannot be fixed", name, n, clockLine)
+		}
+		src = strings.Replace(src, clockLine, fmt.Sprintf("local t = {'%d', '%d'}", now/1e6, now%1e6), 1)
+		if strings.Contains(src, "'TIME'") {
+			t.Fatalf("%s with a fixed clock still reads TIME", name)
+		}
+		for _, edit := range edits {
+			src = edit(name, src)
+		}
+		return redis.NewScript(src)
 	}
-	fixed := strings.Replace(src, clockLine, fmt.Sprintf("local t = {'%d', '%d'}", now/1e6, now%1e6), 1)
-	if strings.Contains(fixed, "'TIME'") {
-		t.Fatalf("allow.lua with a fixed clock still reads TIME")
-	}
-	return fixed
+	return limiterScripts{decide: build("decide.lua", lua.DecideSource()), peek: build("peek.lua", lua.PeekSource())}
 }
 
 // check is one check of a raw script call: its ARGV of a sliding-log check.
 type check struct{ limit, window, cost int64 }
 
-// reply is allow.lua's reply, read by its header.
+// reply is decide.lua's reply, read by its header.
 type reply struct {
 	allowed bool
 	checks  []checkReply
@@ -61,7 +85,7 @@ type checkReply struct {
 	Retry, ResetAfter int64 // microseconds
 }
 
-// runAt runs allow.lua with its clock at now over keys (the windows) in the
+// runAt runs decide.lua with its clock at now over keys (the windows) in the
 // given mode, with caller id and tolerance for line mode.
 func runAt(t *testing.T, rdb redis.UniversalClient, now int64, keys []string, mode, id string, tolerance int64, checks ...check) reply {
 	t.Helper()
@@ -73,11 +97,11 @@ func runAt(t *testing.T, rdb redis.UniversalClient, now int64, keys []string, mo
 	}
 	raw, err := throttle.ScriptReply(fixedClock(t, now).Run(context.Background(), rdb, throttle.WithFrontiers(keys), args...), windows...)
 	if err != nil {
-		t.Fatalf("allow.lua %v %v: %v", keys, args, err)
+		t.Fatalf("decide.lua %v %v: %v", keys, args, err)
 	}
 	n := len(checks)
 	if len(raw) != 4+4*n {
-		t.Fatalf("allow.lua replied %d values for %d checks", len(raw), n)
+		t.Fatalf("decide.lua replied %d values for %d checks", len(raw), n)
 	}
 	r := reply{allowed: raw[0] == 1, wait: raw[4*n+1], line: int(raw[4*n+2]), early: raw[4*n+3] == 1}
 	for i := range n {
@@ -132,7 +156,7 @@ func TestScriptPruneBoundary(t *testing.T) {
 	})
 }
 
-// member is the name allow.lua gives the unit it admits at now (µs) when
+// member is the name decide.lua gives the unit it admits at now (µs) when
 // the log holds seq members.
 func member(now int64, seq int) string {
 	return fmt.Sprintf("%d.%d-%d", now/1e6, now%1e6, seq)
@@ -465,16 +489,17 @@ func TestScriptExpiry(t *testing.T) {
 					}
 					// Loaded here, the script is not compiled within the
 					// millisecond that pexpireOf measures.
-					if err := fixedClock(t, now).Load(context.Background(), rdb).Err(); err != nil {
+					if err := fixedClock(t, now).Load(context.Background(), rdb); err != nil {
 						t.Fatal(err)
 					}
 					return key
 				}
 				got := pexpireOf(t, rdb, setup, func(key string) scriptCall {
-					return scriptCall{fixedClock(t, now), throttle.WithFrontiers([]string{key}), []any{tc.mode, "", 0, limit, tc.window, 1, "sliding-log"}}
+					args := []any{tc.mode, "", 0, limit, tc.window, 1, "sliding-log"}
+					return scriptCall{fixedClock(t, now).of(args), throttle.WithFrontiers([]string{key}), args}
 				}, func(res *redis.Cmd) {
 					if _, err := throttle.ScriptReply(res, tc.window); err != nil {
-						t.Fatalf("allow.lua: %v", err)
+						t.Fatalf("decide.lua: %v", err)
 					}
 				})
 				if got != tc.want {
@@ -485,7 +510,7 @@ func TestScriptExpiry(t *testing.T) {
 	})
 }
 
-// TestScriptDeclaresItsNotes: allow.lua takes each log check's frontier
+// TestScriptDeclaresItsNotes: decide.lua takes each log check's frontier
 // note in KEYS after the logs, and refuses a call that leaves them out
 // rather than build their names (Redis's contract: every key in KEYS).
 func TestScriptDeclaresItsNotes(t *testing.T) {
@@ -493,15 +518,15 @@ func TestScriptDeclaresItsNotes(t *testing.T) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
 		key := rawKey(prefix, "notes")
 		args := []any{"1", "", 0, 10, 10_000_000, 1, "sliding-log"}
-		err := lua.Allow.Run(context.Background(), rdb, []string{key}, args...).Err()
+		err := lua.Decide.Run(context.Background(), rdb, []string{key}, args...).Err()
 		if err == nil || !strings.Contains(err.Error(), "1 keys for 1 checks: want each log, then each note") {
-			t.Fatalf("allow.lua without its note: %v, want it refused", err)
+			t.Fatalf("decide.lua without its note: %v, want it refused", err)
 		}
 		if n, err := rdb.Exists(context.Background(), key).Result(); err != nil || n != 0 {
 			t.Errorf("the refused call wrote its log: EXISTS %d, %v", n, err)
 		}
-		if err := lua.Allow.Run(context.Background(), rdb, throttle.WithFrontiers([]string{key}), args...).Err(); err != nil {
-			t.Errorf("allow.lua with its note: %v", err)
+		if err := lua.Decide.Run(context.Background(), rdb, throttle.WithFrontiers([]string{key}), args...).Err(); err != nil {
+			t.Errorf("decide.lua with its note: %v", err)
 		}
 	})
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// spanLine is the test of allow.lua's search that counts the span of the
+// spanLine is the test of decide.lua's search that counts the span of the
 // windows holding a time before it walks.
 const spanLine = "elseif from == start and redis.call('ZCOUNT', KEYS[i], excl(from - window), excl(from + window)) + cost <= limit then"
 
@@ -22,7 +22,7 @@ const spanLine = "elseif from == start and redis.call('ZCOUNT', KEYS[i], excl(fr
 // in the first come, first served line (AllowInLine, `worker --fairness
 // off`) with 1,000 to 1,500 places ahead, as the report's line section
 // sets it up (a tenant's own rule of 20 a minute, a shared one of 100 a
-// minute, 50 tenants), with allow.lua as it is and with its span count
+// minute, 50 tenants), with decide.lua as it is and with its span count
 // turned off, so that a tenant's rule with room now is walked
 // (docs/LIMITER.md, "Places in line, and the frontier"), on a Redis of
 // its own. The two take turns, 50 denials at a time, and the ratio is of
@@ -33,9 +33,9 @@ func BenchmarkLineSpan(b *testing.B) {
 	rdb := redistest.OwnClient(b, 0)
 	prefix := redistest.Prefix(b)
 	ctx := context.Background()
-	src := lua.AllowSource()
+	src := lua.DecideSource()
 	if strings.Count(src, spanLine) != 1 {
-		b.Fatalf("allow.lua has not one line %q: its span cannot be turned off", spanLine)
+		b.Fatalf("decide.lua has not one line %q: its span cannot be turned off", spanLine)
 	}
 	const (
 		waiting = 1_000

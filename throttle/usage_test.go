@@ -287,7 +287,7 @@ func TestScriptUsageBoundaries(t *testing.T) {
 		args := []any{"3", "", 0, 10, w, 1, "sliding-log"}
 		raw, err := fixedClock(t, now).Run(context.Background(), rdb, throttle.WithFrontiers([]string{key}), args...).Int64Slice()
 		if err != nil {
-			t.Fatalf("allow.lua %v: %v", args, err)
+			t.Fatalf("decide.lua %v: %v", args, err)
 		}
 		// 4 + 4n values of the decision, then the places and those within
 		// a window.
@@ -300,7 +300,7 @@ func TestScriptUsageBoundaries(t *testing.T) {
 		args = []any{"3", "", 0, 10, w, 1, "sliding-log", 10, w, 1, "gcra"}
 		raw, err = fixedClock(t, now).Run(context.Background(), rdb, throttle.WithFrontiers([]string{key, ckey}), args...).Int64Slice()
 		if err != nil {
-			t.Fatalf("allow.lua %v: %v", args, err)
+			t.Fatalf("decide.lua %v: %v", args, err)
 		}
 		if got, want := raw[len(raw)-4:], []int64{3, 2, 0, 0}; !cmp.Equal(got, want) {
 			t.Errorf("places of a log and a counter = %v, want %v", got, want)

@@ -21,7 +21,7 @@ type WaitingFlow struct {
 }
 
 // ShareSpan is the span in which the fair lines count each tenant's
-// grants, for WaitingFlow.Grants: shareSpan in lua/fair.lua, which Waiting
+// grants, for WaitingFlow.Grants: shareSpan in lua/lines_base.lua, which Waiting
 // checks.
 const ShareSpan = 5 * time.Second
 
@@ -38,7 +38,8 @@ func (ls *Lines) Waiting(ctx context.Context, most int) ([]WaitingFlow, error) {
 	}
 	group := encodeKeyPart(DefaultGroup)
 	most = min(max(most, 1), MaxFlows)
-	reply, err := ls.script.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw"}, append(ls.args("waiting", group), most)...).Slice()
+	s := ls.settings(group)
+	reply, err := ls.scripts.Waiting.Run(ctx, ls.l.rdb, s.Keys(), s.Args(most)...).Slice()
 	if err != nil {
 		return fail(err)
 	}

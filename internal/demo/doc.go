@@ -16,7 +16,7 @@
 // Sluice needs of it was checked by running the project's own suites and
 // asynq's against a miniredis server:
 //
-//   - throttle's tests (lua/allow.lua with TIME, ZREMRANGEBYSCORE, ZCARD,
+//   - throttle's tests (lua/decide.lua with TIME, ZREMRANGEBYSCORE, ZCARD,
 //     ZRANGE WITHSCORES, ZCOUNT, ZADD, PEXPIRE, ZSCORE, ZREM and unpack;
 //     Limiter.Hold, a MULTI of SET NX PX and PEXPIRE GT; key expiry),
 //     producer's, worker's and the end-to-end integration_test all pass.

@@ -157,7 +157,7 @@ func runLimiter(ctx context.Context, r *runner, res *Results) error {
 		r.logf("limiter: sluice today left out: %v", err)
 	}
 	r.today = today
-	for _, s := range []*redis.Script{floorScript, lua.Allow, textbookScript, today} {
+	for _, s := range []*redis.Script{floorScript, lua.Decide, textbookScript, today} {
 		if s == nil {
 			continue
 		}

@@ -13,7 +13,7 @@ import (
 // setUpScripts are scripts that only set up what a script's slow path sets
 // up before its first command: nothing, 30 tables, and 15 functions that
 // each capture 8 of 30 locals (allow.lua's slow path makes 14 functions
-// capturing 68 locals in all, fair.lua's full path 40 capturing 165).
+// capturing 68 locals in all, the lines' arrive.lua's full path 40 capturing 165).
 func setUpScripts() map[string]string {
 	var locals, closures strings.Builder
 	for i := range 30 {

@@ -1,16 +1,17 @@
 --[[
-allow.lua: one decision over one or more checks, all or nothing.
+decide.lua: one decision over one or more checks, all or nothing (Allow,
+AllowMulti, line mode); peek.lua looks without recording.
 
 A check of the sliding-window log ('sliding-log') keeps a sorted set with one
 member per unit of cost, scored by its time in microseconds of the Redis
 clock (TIME): admissions at the time they were admitted, and, in line mode,
 places reserved for denied callers at the time they will be admitted. A
 member counts in every window (t - window, t] that holds its score. The
-script keeps one invariant: no window of any length-`window` span holds more
+scripts keep one invariant: no window of any length-`window` span holds more
 than `limit` members. A member leaves the set once its score is a window old.
 
 Checks of the other algorithms ('sliding-window', 'gcra', 'fixed-window') keep
-a counter of a few integers (see counters.lua, which is run in front of this
+a counter of a few integers (see counters.lua, which is included in this
 script and defines counter_check and counter_record). They reserve nothing.
 
 A request is admitted now when every check has room now: counting future
@@ -35,17 +36,17 @@ string key <prefix>{<group>}p:<body> (the log's key with 'p' after the hash
 tag) holds "F:limit:window", and says that no time in [now, F) fits one unit
 in the log under that limit and window. Adding members and pruning keep it
 true; whatever removes a member ahead of now (a caller placed again, a grant
-taken back in fair.lua, Reset) deletes it. A search starts at F when the
+taken back in the fair lines, Reset) deletes it. A search starts at F when the
 note applies, and writes how far it proved the log full (docs/LIMITER.md,
 "Places in line, and the frontier").
 
 KEYS[i]      key of check i, i = 1 .. n (all in one hash slot)
 KEYS[n+i]    the frontier note of check i: its key with 'p' after the hash
              tag (read and written for a log check only)
-ARGV[1]      "0": record nothing, only look (Peek)
-             "1": record the admission when every check allows (Allow)
+ARGV[1]      "1": record the admission when every check allows (Allow)
              "2": as "1", and a denied caller takes a place (line mode)
-             "3": as "0", and the reply counts the places in line (Usage)
+             (peek.lua: "0" record nothing, only look (Peek); "3" as "0",
+             and the reply counts the places in line (Usage))
 ARGV[2]      caller id (line mode), else ""
 ARGV[3]      tolerance in microseconds (line mode), else 0
 ARGV[4i]     limit of check i: most units in any window
@@ -86,18 +87,7 @@ With ARGV[1] = "3" the reply has 2n more integers, 4 + 6n in all:
              counter check); [4i-1] counts them too
   [4n+4+2i]  of those, the ones scored at most one window after now
 ]]
-
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
--- Members admitted now are named <seconds>.<microseconds>-<sequence>, the
--- clock's two figures as Redis gives them: no formatting to pay for.
-local stamp = t[1] .. '.' .. t[2] .. '-'
-local mode = ARGV[1]
-local n = (#ARGV - 3) / 4
-if #KEYS < 2 * n then
-  return redis.error_reply('ERR allow.lua: ' .. #KEYS .. ' keys for ' .. n .. ' checks: want each log, then each note')
-end
-local counts = {} -- units of each check after pruning, places included
+-- #include logs_head.lua
 
 -- admit records cost units of the log at key, which holds count members,
 -- at now. Members must be unique even when many units land in one
@@ -135,17 +125,6 @@ local function admit(key, count, cost)
   end
 end
 
--- score reads the score s of a member of log key as a time in
--- microseconds. +inf, or a score past 2^53 (the year 2255), is no time:
--- the log is damaged, and every search on it would run to its budget.
-local function score(key, s)
-  local x = tonumber(s)
-  if not (x and x < 2 ^ 53) then
-    error({err = 'ERR damaged log ' .. key .. ': a member scored ' .. s .. ', not a time in microseconds'})
-  end
-  return x
-end
-
 -- The common cases first, before anything else is set up: Allow or line
 -- mode, every check a sliding log asked for one unit.
 --   - Each with room now for all it holds (places too) and this request,
@@ -159,7 +138,6 @@ end
 --     latest of those times fits every check (the rest of the script would
 --     find the same). Every key's TTL is set again, so that a changed
 --     window applies.
-local newest = {}
 if mode == '1' or mode == '2' then
   local eligible = true
   for i = 1, n do
@@ -245,252 +223,8 @@ if mode == '1' or mode == '2' then
   end
 end
 
-local look = mode == '0' or mode == '3' -- record nothing
-local id = ARGV[2]
-local tolerance = tonumber(ARGV[3])
-
--- Lua prints numbers with 14 digits: times in microseconds need %d.
-local function num(x) return string.format('%d', x) end
-local function excl(x) return string.format('(%d', x) end
-
--- How many commands one check's search may run before it settles for the
--- end of the window's members, a time that always fits.
-local budget = 200
-
-local limits, windows, costs, algs = {}, {}, {}, {}
-local logs, counters = {}, {}
-for i = 1, n do
-  limits[i] = tonumber(ARGV[4 * i])
-  windows[i] = tonumber(ARGV[4 * i + 1])
-  costs[i] = tonumber(ARGV[4 * i + 2])
-  algs[i] = ARGV[4 * i + 3]
-  if algs[i] == 'sliding-log' then
-    logs[#logs + 1] = i
-    if not counts[i] then
-      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - windows[i])
-      counts[i] = redis.call('ZCARD', KEYS[i])
-    end
-  else
-    counters[#counters + 1] = i
-  end
-end
-
-local own, retries, resets, states = {}, {}, {}, {}
-
--- last returns the score of log check i's newest member (false when it has
--- none), read once (newest, above): writes that know it keep it up to
--- date, others forget it.
-local function last(i)
-  if newest[i] == nil then
-    newest[i] = false
-    if counts[i] > 0 then
-      local e = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
-      if e[2] then
-        newest[i] = score(KEYS[i], e[2])
-      end
-    end
-  end
-  return newest[i]
-end
-
--- wrote notes a member of log check i written at score.
-local function wrote(i, score)
-  if newest[i] ~= nil then
-    newest[i] = math.max(newest[i] or score, score)
-  end
-end
-
--- tail is the time from which cost units always fit log check i: one window
--- after the member that the request needs gone when it counts every member,
--- future places included. No window holding that time or a later one holds
--- any member up to that one. It is read once for each count of the log.
-local tails, tailCounts = {}, {}
-local function tail(i)
-  local idx = counts[i] - limits[i] + costs[i] - 1
-  if idx < 0 then
-    return now
-  end
-  if tailCounts[i] ~= counts[i] then
-    local e = redis.call('ZRANGE', KEYS[i], idx, idx, 'WITHSCORES')
-    tails[i], tailCounts[i] = math.max(now, tonumber(e[2]) + windows[i]), counts[i]
-  end
-  return tails[i]
-end
-
--- walk searches log check i for the earliest time at or after from that
--- fits cost units (see earliest). It returns that time and the time before
--- which it proved every time full: the same, or, when the budget ran out,
--- the time it had reached (it then returns the tail).
-local function walk(i, from)
-  local key, limit, window, cost = KEYS[i], limits[i], windows[i], costs[i]
-  local at, spent = from, 0
-  while spent < budget do
-    local c = redis.call('ZCOUNT', key, excl(at - window), num(at))
-    spent = spent + 1
-    if c + cost > limit then
-      local e = redis.call('ZRANGE', key, excl(at - window), '+inf', 'BYSCORE',
-        'LIMIT', c + cost - limit - 1, 1, 'WITHSCORES')
-      spent = spent + 1
-      at = tonumber(e[2]) + window
-    else
-      -- The windows ending at the first limit - cost - c members after at
-      -- have room whatever else they hold; look at the others.
-      local offset, blocked = limit - cost - c, nil
-      while not blocked and spent < budget do
-        local later = redis.call('ZRANGE', key, excl(at), excl(at + window), 'BYSCORE',
-          'LIMIT', offset, 16, 'WITHSCORES')
-        spent = spent + 1
-        for j = 2, #later, 2 do
-          local f = tonumber(later[j])
-          spent = spent + 1
-          if redis.call('ZCOUNT', key, excl(f - window), num(f)) + cost > limit then
-            blocked = f
-            break
-          end
-        end
-        if not blocked and #later < 32 then
-          return at, at
-        end
-        offset = offset + 16
-      end
-      if blocked then
-        at = blocked
-      end
-    end
-  end
-  return tail(i), at
-end
-
--- noteKey returns the key of log check i's frontier note, given in KEYS.
-local function noteKey(i)
-  return KEYS[n + i]
-end
-
--- frontier returns the time up to which log check i is known full for one
--- unit: its note's F when the note is the policy's and lies ahead, else
--- now. The first call reads the notes of every log check, in one MGET.
-local notes = {}
-local function frontier(i)
-  if notes[i] == nil then
-    local at, ks = {}, {}
-    for _, j in ipairs(logs) do
-      notes[j] = notes[j] or now
-      local k = noteKey(j)
-      if k and notes[j] == now then
-        at[#ks + 1], ks[#ks + 1] = j, k
-      end
-    end
-    local vs = #ks > 0 and redis.call('MGET', unpack(ks)) or {}
-    for x, v in ipairs(vs) do
-      local j = at[x]
-      local f, l, w = string.match(v or '', '^(%d+):(%d+):(%d+)$')
-      if f and tonumber(l) == limits[j] and tonumber(w) == windows[j] then
-        notes[j] = math.max(now, tonumber(f))
-      end
-    end
-  end
-  return notes[i]
-end
-
--- forget deletes log check i's frontier note: a member ahead of now left.
-local function forget(i)
-  local k = noteKey(i)
-  if k then
-    redis.call('DEL', k)
-  end
-  notes[i] = now
-end
-
--- earliest returns the earliest time at or after from at which cost units
--- fit log check i: every window that would hold them has room for them.
--- Such a window ends at the time itself or at a member within a window
--- after it. A full window ending at the time moves the time to the exit of
--- the member that must go; a full one ending at a later member moves it to
--- that member (no time up to it fits). The search starts at the log's
--- frontier when that lies ahead, gives up after budget commands and
--- returns the tail. A search of one unit that proved the log full past its
--- frontier moves the note there, unless nothing is to be recorded.
-local function earliest(i, from)
-  local limit, window, cost = limits[i], windows[i], costs[i]
-  if counts[i] + cost <= limit then
-    return from
-  end
-  -- With a member ahead of from, the search starts at the frontier.
-  local nw, start, known = last(i), from, nil
-  if nw and nw > from then
-    known = frontier(i)
-    from = math.max(from, known)
-  end
-  local found, reached
-  if nw and nw <= from then
-    -- Nothing ahead of from: the tail is the answer.
-    found = math.max(from, tail(i))
-    reached = found
-  elseif from == start and redis.call('ZCOUNT', KEYS[i], excl(from - window), excl(from + window)) + cost <= limit then
-    -- The windows that would hold from lie within (from - window, from +
-    -- window): room there is room in each, one command where the walk
-    -- takes two (a rule with room now, asked for its own retry-after).
-    -- Where it has none, the walk follows, a command more. Not tried
-    -- where the note moved from: a search got there, and its place was
-    -- most likely given there, so the count would seldom find room.
-    found, reached = from, from
-  else
-    found, reached = walk(i, from)
-  end
-  if known and cost == 1 and not look and start <= known and reached > known then
-    local k = noteKey(i)
-    if k then
-      redis.call('SET', k, num(reached) .. ':' .. num(limit) .. ':' .. num(window),
-        'PX', math.floor((reached - now) / 1000) + 1)
-      notes[i] = reached
-    end
-  end
-  return found
-end
-
-local reply = {0}
-local function finish(allowed, wait, by, early)
-  reply[1] = allowed
-  for i = 1, n do
-    reply[4 * i - 2] = retries[i] == 0 and 1 or 0
-    reply[4 * i - 1] = counts[i]
-    reply[4 * i] = retries[i]
-    reply[4 * i + 1] = resets[i]
-  end
-  reply[4 * n + 2] = wait
-  reply[4 * n + 3] = by
-  reply[4 * n + 4] = early
-  if mode == '3' then
-    -- A member scored after now is a place in line: admissions are scored
-    -- at their time, up to now.
-    for i = 1, n do
-      local ahead, soon = 0, 0
-      if algs[i] == 'sliding-log' then
-        ahead = redis.call('ZCOUNT', KEYS[i], excl(now), '+inf')
-        if ahead > 0 then
-          soon = redis.call('ZCOUNT', KEYS[i], excl(now), num(now + windows[i]))
-        end
-      end
-      reply[4 * n + 3 + 2 * i], reply[4 * n + 4 + 2 * i] = ahead, soon
-    end
-  end
-  return reply
-end
-
--- settle sets the TTL and reset-after of every log check: the key goes
--- shortly after its newest member leaves the window. Set on every call so
--- that a changed window applies.
-local function settle()
-  for _, i in ipairs(logs) do
-    resets[i] = 0
-    local nw = last(i)
-    if nw then
-      local reset = nw + windows[i] - now
-      resets[i] = reset
-      redis.call('PEXPIRE', KEYS[i], math.floor(reset / 1000) + 1)
-    end
-  end
-end
+-- #include counters.lua
+-- #include logs_search.lua
 
 -- record admits the request now in every check.
 local function record()
@@ -502,27 +236,6 @@ local function record()
   for _, i in ipairs(counters) do
     counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i])
   end
-end
-
--- Every log's newest member is read before anything is written, so that a
--- damaged log (see score) stops the script with nothing changed. settle
--- reads it anyway: this costs no command.
-for _, i in ipairs(logs) do
-  last(i)
-end
-
--- The counters first: they only look.
-if #counters > 0 then
-  define_counters()
-end
-local counterAt = now
-for _, i in ipairs(counters) do
-  local allowed, count, retry, reset, state = counter_check(algs[i], KEYS[i], limits[i], windows[i], costs[i], now)
-  counts[i], retries[i], resets[i], states[i] = count, retry, reset, state
-  if allowed == 1 then
-    retries[i] = 0
-  end
-  counterAt = math.max(counterAt, now + retries[i])
 end
 
 -- A caller in line that comes back.
@@ -585,55 +298,7 @@ if mode == '2' and #logs > 0 then
   end
 end
 
--- Each log check alone, then the latest of them made to fit them all: a
--- time that fits one check may fall in a full stretch of another.
-local at, by = counterAt, 0
-for _, i in ipairs(counters) do
-  if now + retries[i] == counterAt and counterAt > now and by == 0 then
-    by = i
-  end
-end
-for _, i in ipairs(logs) do
-  own[i] = earliest(i, now)
-  retries[i] = own[i] - now
-  if own[i] > at then
-    at, by = own[i], i
-  end
-end
-local settled = true
-for _, i in ipairs(logs) do
-  if own[i] < at then
-    settled = false
-  end
-end
-if not settled then
-  -- fitted[i] is a time known to fit log check i: at, once it is, needs
-  -- no search again.
-  local rounds, fitted = 0, own
-  local moved = true
-  while moved and rounds < 8 do
-    moved, rounds = false, rounds + 1
-    for _, i in ipairs(logs) do
-      if fitted[i] ~= at then
-        local fit = earliest(i, at)
-        fitted[i] = fit
-        if fit > at then
-          at, by, moved = fit, i, true
-        end
-      end
-    end
-  end
-  if moved then
-    -- Not settled: the tails fit every log check at once.
-    for _, i in ipairs(logs) do
-      local fit = tail(i)
-      if fit > at then
-        at, by = fit, i
-      end
-    end
-  end
-end
-
+local at, by = fit()
 if at == now then
   if not look then
     record()

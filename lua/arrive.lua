@@ -1,0 +1,300 @@
+--[[
+arrive.lua: a task at a worker asks to be sent (docs/FAIRNESS.md). It
+claims its grant, or is admitted at once when nothing waits and every rule
+has room, or waits in its flow's line, and the slots due are given.
+
+KEYS, ARGV[1..6]  the lines' (lines_head.lua)
+ARGV[7]   class       ARGV[8]   level (1 most urgent .. 5)
+ARGV[9]   tenant      ARGV[10]  weight
+ARGV[11]  queue       ARGV[12]  task id
+ARGV[13]  rules, a JSON array (lines_head.lua)
+
+Reply: the bare integer 1 when admitted at once by the first common case;
+else {outcome, wait, -1, by, queue1, id1, ...}:
+  outcome  1 admitted now; 2 given a place `wait` us from now (wait, then
+           send); 3 parked (wait 0)
+  by       parked: the rule (1-based) it waits for, the one that frees last
+           or the first shared one; else 0
+  queue, id  parked tasks given a grant, to move to the front of their
+           queues; a pair whose queue is "" says what Redis refused
+]]
+-- #include lines_head.lua
+local class, level, tenant = ARGV[7], tonumber(ARGV[8]), ARGV[9]
+local weight, queue, id, rulesText = tonumber(ARGV[10]), ARGV[11], ARGV[12], ARGV[13]
+local rules = cjson.decode(rulesText)
+local allLogs = true
+for _, rule in ipairs(rules) do
+  allLogs = allLogs and rule.algorithm == 'sliding-log'
+end
+
+-- The most common arrival first: a task new to the lines whose rules are
+-- all sliding logs, in a class where nothing waits, while no grant has
+-- lapsed (lapsed grants' tasks go first). Admitted if every log has room
+-- now: pruned, ZCARD counts the window. A log that held members has a
+-- TTL, which PEXPIRE GT keeps when a place ahead needs it.
+local known = redis.call('HGET', ktasks, id)
+local wakeAt
+if not known and allLogs then
+  wakeAt = redis.call('ZSCORE', kwake, class)
+end
+if not known and allLogs and not wakeAt and
+  redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
+  local fits, counts = true, {}
+  for i, rule in ipairs(rules) do
+    redis.call('ZREMRANGEBYSCORE', rule.key, '-inf', now - rule.window)
+    counts[i] = redis.call('ZCARD', rule.key)
+    if counts[i] + rule.cost > rule.limit then
+      fits = false
+      break
+    end
+  end
+  if fits then
+    local member = clock[1] .. '.' .. clock[2] .. '-c' .. id .. '#'
+    for i, rule in ipairs(rules) do
+      if rule.cost == 1 then
+        redis.call('ZADD', rule.key, now, member .. 1)
+      else
+        local args = {}
+        for j = 1, rule.cost do
+          args[2 * j - 1], args[2 * j] = now, member .. j
+        end
+        redis.call('ZADD', rule.key, unpack(args))
+      end
+      local ttl = math.floor(rule.window / 1000) + 1
+      if counts[i] == 0 then
+        redis.call('PEXPIRE', rule.key, ttl)
+      else
+        redis.call('PEXPIRE', rule.key, ttl, 'GT')
+      end
+    end
+    return 1
+  end
+end
+
+-- #include lines_base.lua
+
+-- The other common arrival: a task new to the lines, its rules all
+-- sliding logs, whose class waits and is not due before wakeAt, while no
+-- grant has lapsed. If its flow is ready but not first of its level, with
+-- the weight and rules the task brings, the general path would only append
+-- it and park it: done here, with the rule it waits for named as there.
+if wakeAt and tonumber(wakeAt) > now and redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
+  local kr, kf = kready(class, level), kflow(class, level, tenant)
+  if redis.call('ZSCORE', kr, tenant) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tenant then
+    local stored = redis.call('HMGET', kf, 'w', 'r')
+    if stored[2] == rulesText and tonumber(stored[1]) == weight then
+      redis.call('RPUSH', kline(class, level, tenant), entry(queue, id))
+      redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = class, l = level, t = tenant, q = queue}))
+      redis.call('PEXPIRE', kf, flowTTL)
+      local by, latest = 0, now
+      for i, rule in ipairs(rules) do
+        redis.call('ZREMRANGEBYSCORE', rule.key, '-inf', now - rule.window)
+        local x = logFree(rule.key, rule.limit, rule.window, rule.cost, now)
+        if x > latest or (by == 0 and rule.shared == 1) then
+          by, latest = i, math.max(latest, x)
+        end
+      end
+      return {3, 0, -1, by}
+    end
+  end
+end
+
+-- #include counters.lua
+-- #include lines_logs.lua
+-- #include lines_flows.lua
+-- #include lines_grants.lua
+
+-- swapFor is when flow's head would take the slot of grant id at place: at
+-- place, or now if it has passed. In a log where the granted task holds
+-- as many members at place, they are taken over one for one (moved to now
+-- as a late claim would: movable); every other rule must have room then.
+-- The members are looked up in the log, not in the granted flow's rules,
+-- which may have changed. It returns the time and the logs taken over, or
+-- nil.
+local function swapFor(flow, id, place)
+  local at, swap = math.max(place, now), {}
+  for _, rule in ipairs(flow.rules) do
+    local owns = rule.algorithm == 'sliding-log'
+    for j = 1, (owns and rule.cost or 0) do
+      owns = owns and tonumber(redis.call('ZSCORE', rule.key, '@' .. id .. '#' .. j)) == place
+    end
+    if owns then
+      if at > place and not movable({rule}, place) then
+        return nil
+      end
+      swap[#swap + 1] = rule
+    elseif free(rule, at, flow.class) > at then
+      return nil
+    end
+  end
+  return at, swap
+end
+
+-- takeOver gives `here`, the task at the calling worker, the place of the
+-- earliest unclaimed grant it is owed: when its flow is first of its level,
+-- no more urgent level waits and its flow holds no grant ahead, a grant of
+-- a less urgent level, or of a flow of its level that holds two or more of
+-- the grants ahead, the first that swapFor allows. The bumped task goes
+-- back to the head of its flow.
+-- With `unlessNear` it declines when here's own slot is within the
+-- tolerance. It returns here's place or false, and whether it declined.
+local function takeOver(flow, here, unlessNear)
+  local head = redis.call('LINDEX', kline(flow.class, flow.level, flow.tenant), 0)
+  local start = tonumber(redis.call('ZSCORE', kready(flow.class, flow.level), flow.tenant))
+  if not head or unentry(head).id ~= here or not start then
+    return false, false
+  end
+  local first = redis.call('ZRANGE', kready(flow.class, flow.level), 0, 0, 'WITHSCORES')
+  if tonumber(first[2]) < start then
+    return false, false
+  end
+  for more = 1, flow.level - 1 do
+    if redis.call('EXISTS', kready(flow.class, more)) == 1 then
+      return false, false
+    end
+  end
+  if unlessNear and math.max(earliest(flow, now, true)) <= now + tolerance then
+    return false, true
+  end
+  -- The grants ahead are the places given up to the lead and the batch
+  -- (a step gives that far). Those whose place has passed count too: their
+  -- tasks are late (up to `late`), and a slot taken over is here's at once.
+  local ahead, held = {}, {}
+  local upTo = num(now + leadOf(flow.class) + batch)
+  for _, gid in ipairs(redis.call('ZRANGE', kgrants, '-inf', upTo, 'BYSCORE', 'LIMIT', 0, 4 * scan)) do
+    local raw = redis.call('HGET', ktasks, gid)
+    local task = raw and cjson.decode(raw)
+    if task and task.s == 'G' and task.c == flow.class then
+      local who = task.l .. ':' .. task.t
+      held[who] = (held[who] or 0) + 1
+      ahead[#ahead + 1] = {id = gid, task = task, who = who}
+    end
+  end
+  if held[flow.level .. ':' .. flow.tenant] then
+    return false
+  end
+  for _, a in ipairs(ahead) do
+    local task = a.task
+    if task.l > flow.level or (task.l == flow.level and
+      (held[a.who] >= 2 or redis.call('LLEN', kline(flow.class, task.l, task.t)) > 0)) then
+      local at, swap = swapFor(flow, a.id, tonumber(task.p))
+      if at then
+        takeBack(a.id, task)
+        for _, rule in ipairs(swap) do
+          for j = 1, rule.cost do
+            redis.call('ZREM', rule.key, '@' .. a.id .. '#' .. j) -- gone already, unless its rules changed
+          end
+        end
+        grant(flow, start, at, here, true)
+        return at
+      end
+    end
+  end
+  return false
+end
+
+reap()
+
+-- The task's flow, written with the rules and weight this task brings:
+-- only when the task waits, not when it is admitted at once.
+local own
+local function ownFlow()
+  if not own then
+    own = flowOf(class, level, tenant)
+    own.weight, own.rules, own.raw, own.known = weight, rules, rulesText, true
+    redis.call('HSET', own.key, 'w', tag(weight), 'r', rulesText, 'f', tag(own.finish))
+    redis.call('PEXPIRE', own.key, flowTTL)
+  end
+  return own
+end
+
+-- Read again: reap may have taken this task's lapsed grant back.
+if known then
+  known = redis.call('HGET', ktasks, id)
+end
+local task = known and cjson.decode(known)
+if task and task.s == 'G' and task.r ~= redis.sha1hex(rulesText) then
+  -- A grant given under other rules than the task brings (a reload, or a
+  -- stored copy damaged or forged) is taken back: placed again under its own.
+  takeBack(id, task)
+elseif task and task.s == 'G' then
+  -- A granted task claims its grant: before its place, its places become
+  -- its admission there; after it, up to `late`, its admission now when
+  -- every log allows (movable), else within the tolerance at its place;
+  -- later it is placed again from the head of its flow.
+  local granted = flowOf(task.c, task.l, task.t)
+  local place = tonumber(task.p)
+  learn(task.c, now - (tonumber(task.g) or now))
+  local at = nil
+  if now <= place then
+    at = place
+  elseif now <= place + late and movable(granted.rules, place) then
+    at = now
+  elseif now <= place + tolerance then
+    at = place
+  end
+  if at and not unplace(granted.rules, id, at) then
+    redis.call('HDEL', ktasks, id)
+    redis.call('ZREM', kgrants, id)
+    if at == now then
+      return reply(1, 0)
+    end
+    return reply(2, math.max(0, at - now))
+  end
+  if at then
+    -- A window had lost a place (a reset): the admission stands, and the
+    -- task is placed again.
+    redis.call('ZREM', kgrants, id)
+    redis.call('LPUSH', kline(task.c, task.l, task.t), entry(task.q, id))
+    redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = task.c, l = task.l, t = task.t, q = task.q}))
+    waiting(granted)
+  else
+    takeBack(id, task)
+  end
+elseif not task then
+  -- New, with nothing waiting in its class, and it fits now: admitted.
+  if not redis.call('ZSCORE', kwake, class) then
+    local ownAt, sharedAt = earliest({class = class, rules = rules}, now)
+    if ownAt == now and sharedAt == now then
+      record(rules, id, now, true)
+      return reply(1, 0)
+    end
+  end
+  redis.call('RPUSH', kline(class, level, tenant), entry(queue, id))
+  redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = class, l = level, t = tenant, q = queue}))
+  waiting(ownFlow())
+else
+  -- Back while it waits (its grant was taken back, or its park ended): it
+  -- keeps its turn, and is timed from its grant once.
+  if task.g then
+    learn(task.c, now - tonumber(task.g))
+    task.g = nil
+    redis.call('HSET', ktasks, id, cjson.encode(task))
+  end
+  waiting(flowOf(task.c, task.l, task.t))
+end
+
+ownFlow()
+-- A task whose own slot is not at once first tries to take over one it is
+-- owed; then the step gives the slots due, to it if still in line; if not,
+-- and its slot had seemed near, it tries to take one over after all.
+local mine, near = takeOver(own, id, true)
+mine = step(class, id) or mine
+if not mine and near then
+  mine = takeOver(own, id)
+end
+if mine then
+  if mine == now then
+    return reply(1, 0)
+  end
+  return reply(2, mine - now)
+end
+-- Parked: name the rule it waits for.
+local by, latest = 0, now
+for i, rule in ipairs(own.rules) do
+  local x = free(rule, now, class)
+  if x > latest or (by == 0 and rule.shared == 1) then
+    by, latest = i, math.max(latest, x)
+  end
+end
+return reply(3, 0, by)

@@ -1,0 +1,94 @@
+--[[
+dispatch.lua: gives the slots due to parked tasks of every class, fairly,
+after putting the tasks parked at enqueue in their lines
+(docs/FAIRNESS.md, "Parked at enqueue"); says when to call again.
+
+KEYS, ARGV[1..6]  the lines' (lines_head.lua)
+ARGV[7]    entering: a JSON array of {c class, l level, t tenant, q queue,
+           id task id, w weight, r rules (JSON)}, or absent. Without r the
+           task is not limited by the rules in force and is released
+           (replied as a grant); without c its entry only goes; with s
+           (stale: its task comes back by itself) it only goes
+ARGV[7+i]  the i-th (from 1) entry as read from the entrance, <base>qe,
+           removed by value: a step that finds it gone skips it
+
+Reply: {0, 0, wake, 0, queue1, id1, ...}: wake is the time in us until
+the next call may give a grant (-1: nothing waits); queue, id as in
+arrive.lua.
+]]
+-- #include lines_head.lua
+
+-- The most common call first: nothing entering, no class due and no grant
+-- lapsed (the other loops' calls between two slots).
+if not ARGV[7] then
+  local wake = nextWake()
+  if wake ~= 0 then
+    return {0, 0, wake, 0}
+  end
+end
+
+-- #include lines_base.lua
+-- #include counters.lua
+-- #include lines_logs.lua
+-- #include lines_flows.lua
+-- #include lines_grants.lua
+
+-- enter puts task x, parked at enqueue, in its line once its entry leaves
+-- the entrance: a step that read the same entry finds it gone, and a task
+-- in the lines already (its park ended and it arrived) is not put twice.
+local function enter(x, text)
+  -- Looked for near the head, where every loop reads.
+  local ok, at = pcall(redis.call, 'LPOS', base .. 'qe', text, 'MAXLEN', 2 * #ARGV)
+  if ok and at then
+    ok, at = pcall(redis.call, 'LREM', base .. 'qe', 1, text)
+  end
+  if not ok then
+    refusals[#refusals + 1] = 'the entrance ' .. base .. 'qe: ' .. errText(at)
+    return
+  end
+  if not at or at == 0 or x.s then
+    return
+  end
+  if not x.c then
+    refusals[#refusals + 1] = 'the entrance held an entry that is not a task: ' .. string.sub(text, 1, 80)
+    return
+  end
+  if not x.r then
+    out[#out + 1], out[#out + 2] = x.q, x.id
+    return
+  end
+  if redis.call('HEXISTS', ktasks, x.id) == 1 then
+    return
+  end
+  local err
+  ok, err = pcall(function()
+    local flow = flowOf(x.c, x.l, x.t)
+    flow.weight, flow.rules, flow.raw, flow.known = x.w, cjson.decode(x.r), x.r, true
+    redis.call('HSET', flow.key, 'w', tag(x.w), 'r', x.r, 'f', tag(flow.finish))
+    redis.call('PEXPIRE', flow.key, flowTTL)
+    redis.call('RPUSH', kline(x.c, x.l, x.t), entry(x.q, x.id))
+    redis.call('HSET', ktasks, x.id, cjson.encode({s = 'W', c = x.c, l = x.l, t = x.t, q = x.q}))
+    waiting(flow)
+  end)
+  if not ok then
+    damaged(x.c, x.l, x.t, err) -- released: its arrival meets the damage
+    out[#out + 1], out[#out + 2] = x.q, x.id
+  end
+end
+
+reap()
+if ARGV[7] then
+  for i, x in ipairs(cjson.decode(ARGV[7])) do
+    enter(x, ARGV[7 + i])
+  end
+end
+for _, class in ipairs(redis.call('ZRANGE', kwake, '-inf', num(now), 'BYSCORE', 'LIMIT', 0, 8)) do
+  -- A class whose keys fail waits asideFor; the others go on. Its step
+  -- reads before it writes: a blocked flow at most stands.
+  local ok, err = pcall(step, class)
+  if not ok then
+    refusals[#refusals + 1] = 'the lines of ' .. class .. ': ' .. errText(err)
+    redis.call('ZADD', kwake, num(now + asideFor), class)
+  end
+end
+return reply(0, 0, 0, nextWake())

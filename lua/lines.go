@@ -1,0 +1,104 @@
+package lua
+
+import (
+	"embed"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed *.lua
+var files embed.FS
+
+// includeMark starts a line of a script that package lua replaces with the
+// named file's text: how the scripts share their helpers.
+const includeMark = "-- #include "
+
+// compose returns the text of script file name, each include line replaced
+// by the included file's text, composed likewise.
+func compose(name string) string {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		panic("lua: " + err.Error())
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	for i, line := range lines {
+		if inc, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), includeMark); ok {
+			lines[i] = compose(inc) + "\n"
+		}
+	}
+	return strings.Join(lines, "")
+}
+
+// LineScripts are the scripts of the fair lines, one per operation: see
+// each file's header for its ARGV and reply, lines_head.lua for what they
+// share, and docs/FAIRNESS.md for the design.
+type LineScripts struct {
+	Arrive   *redis.Script // arrive.lua: a task at a worker asks to be sent
+	Dispatch *redis.Script // dispatch.lua: give the slots due to parked tasks
+	Drop     *redis.Script // drop.lua: a task that no longer exists leaves
+	Granted  *redis.Script // granted.lua: whether a task holds a grant
+	Refresh  *redis.Script // refresh.lua: new rules for waiting flows
+	Wake     *redis.Script // wake.lua: a class is due now
+	Waiting  *redis.Script // waiting.lua: the waiting flows, read only
+}
+
+// Lines are the fair lines' scripts as Redis runs them.
+var Lines = NewLineScripts(nil)
+
+// NewLineScripts returns the lines' scripts, each text first passed through
+// edit (with the script's file name) when edit is not nil: tests fix the
+// clock with it.
+func NewLineScripts(edit func(name, text string) string) LineScripts {
+	load := func(name string) *redis.Script {
+		text := compose(name)
+		if edit != nil {
+			text = edit(name, text)
+		}
+		return redis.NewScript(text)
+	}
+	return LineScripts{
+		Arrive: load("arrive.lua"), Dispatch: load("dispatch.lua"), Drop: load("drop.lua"),
+		Granted: load("granted.lua"), Refresh: load("refresh.lua"), Wake: load("wake.lua"),
+		Waiting: load("waiting.lua"),
+	}
+}
+
+// LinesSettings are what every script of the lines is given first
+// (lines_head.lua): its KEYS and ARGV[1..6].
+type LinesSettings struct {
+	Base       string        // the start of every key: the limiter's prefix and hash tag
+	Lead       time.Duration // how far ahead a parked task is first given a place
+	Tolerance  time.Duration // how late after its place a granted task may come
+	MostGrants int           // the most grants per class in one call
+	Reserve    int           // percent of grants owed to each less urgent level
+	Late       time.Duration // how late after its place a grant may be claimed
+}
+
+// Keys returns the KEYS of a call of a lines script.
+func (s LinesSettings) Keys() []string { return []string{s.Base + "qw"} }
+
+// Args returns ARGV of a call of a lines script: the settings, then the
+// operation's own arguments.
+func (s LinesSettings) Args(own ...any) []any {
+	return append([]any{s.Base, s.Lead.Microseconds(), s.Tolerance.Microseconds(), s.MostGrants, s.Reserve,
+		s.Late.Microseconds()}, own...)
+}
+
+// Arrival is arrive.lua's own ARGV: a task at a worker.
+type Arrival struct {
+	Class  string
+	Level  int // 1, most urgent, to 5
+	Tenant string
+	Weight float64
+	Queue  string
+	ID     string
+	Rules  string // a JSON array of rules (lines_head.lua)
+}
+
+// Args returns the arrival's ARGV from ARGV[7].
+func (a Arrival) Args() []any {
+	return []any{a.Class, a.Level, a.Tenant, strconv.FormatFloat(a.Weight, 'g', -1, 64), a.Queue, a.ID, a.Rules}
+}

@@ -1,0 +1,132 @@
+-- lines_flows.lua: flows, their tags and their grants taken back, damage
+-- set aside, and the reply. Included after lines_logs.lua.
+
+-- Flows, read once a call: finish tag, weight and rules (JSON, and `raw`).
+local flows = {}
+local function flowOf(class, level, tenant)
+  local key = kflow(class, level, tenant)
+  local flow = flows[key]
+  if not flow then
+    local h = redis.call('HMGET', key, 'f', 'w', 'r')
+    flow = {class = class, level = level, tenant = tenant, key = key, finish = tonumber(h[1]) or 0,
+      weight = tonumber(h[2]) or 1, rules = h[3] and cjson.decode(h[3]) or {}, raw = h[3] or '', known = h[3] ~= nil}
+    flows[key] = flow
+  end
+  return flow
+end
+
+local function vtime(class, level)
+  return tonumber(redis.call('HGET', kclass(class), 'v' .. level)) or 0
+end
+
+-- ready puts flow among the ready ones of its level with start tag.
+local function ready(flow, start)
+  redis.call('ZADD', kready(flow.class, flow.level), tag(start), flow.tenant)
+end
+
+-- waiting makes flow, which has a task in line, ready unless it is ready or
+-- blocked already: it starts at max(F, V), so idle time earns no credit.
+local function waiting(flow)
+  if redis.call('ZSCORE', kready(flow.class, flow.level), flow.tenant) or
+    redis.call('ZSCORE', kblocked(flow.class), flow.level .. ':' .. flow.tenant) then
+    return
+  end
+  ready(flow, math.max(flow.finish, vtime(flow.class, flow.level)))
+  redis.call('ZADD', kwake, now, flow.class)
+end
+
+-- takeBack undoes task id's grant, which its task never claimed: its places
+-- go, it returns to the head of its flow, whose finish tag goes back by one.
+local function takeBack(id, task)
+  local flow = flowOf(task.c, task.l, task.t)
+  unplace(flow.rules, id)
+  redis.call('ZREM', kgrants, id)
+  -- It keeps the time of the grant (g): should it come, its delivery is timed.
+  redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = task.c, l = task.l, t = task.t, q = task.q, g = task.g}))
+  redis.call('LPUSH', kline(task.c, task.l, task.t), entry(task.q, id))
+  flow.finish = math.max(0, flow.finish - 1 / flow.weight)
+  redis.call('HSET', flow.key, 'f', tag(flow.finish))
+  redis.call('PEXPIRE', flow.key, flowTTL)
+  redis.call('ZREM', kready(flow.class, flow.level), flow.tenant)
+  redis.call('ZREM', kblocked(flow.class), flow.level .. ':' .. flow.tenant)
+  ready(flow, math.max(tonumber(task.S), flow.finish))
+  redis.call('ZADD', kwake, now, flow.class)
+end
+
+-- reap takes back the grants whose place passed more than `late` ago. One
+-- whose keys fail is left until they are repaired.
+local function reap()
+  local lapsed = redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, most)
+  for _, id in ipairs(lapsed) do
+    local raw = redis.call('HGET', ktasks, id)
+    if raw then
+      pcall(function() takeBack(id, cjson.decode(raw)) end)
+    else
+      redis.call('ZREM', kgrants, id)
+    end
+  end
+end
+
+-- unblock returns class's flows whose block has ended to the ready ones.
+local function unblock(class)
+  local due = redis.call('ZRANGE', kblocked(class), '-inf', num(now), 'BYSCORE')
+  for _, member in ipairs(due) do
+    redis.call('ZREM', kblocked(class), member)
+    local level, tenant = string.match(member, '^(%d):(.*)$')
+    local flow = flowOf(class, tonumber(level), tenant)
+    ready(flow, math.max(flow.finish, vtime(class, flow.level)))
+  end
+end
+
+-- Damage: a key Redis refuses, or that holds what the script cannot read,
+-- stops only what uses it, and the reply says what was refused.
+local refusals = {}
+
+local function errText(e)
+  if type(e) == 'table' then
+    return tostring(e.err)
+  end
+  return tostring(e)
+end
+
+-- culprit names the first key of a flow of the wrong type, if any.
+local function culprit(class, level, tenant)
+  local want = {[kline(class, level, tenant)] = 'list', [kflow(class, level, tenant)] = 'hash'}
+  local ok, raw = pcall(redis.call, 'HGET', kflow(class, level, tenant), 'r')
+  local decoded, rules = pcall(cjson.decode, ok and raw or '[]')
+  for _, rule in ipairs(decoded and type(rules) == 'table' and rules or {}) do
+    if type(rule) == 'table' and type(rule.key) == 'string' then
+      want[rule.key] = rule.algorithm == 'sliding-log' and 'zset' or 'hash'
+    end
+  end
+  for key, kind in pairs(want) do
+    local got = redis.call('TYPE', key).ok
+    if got ~= 'none' and got ~= kind then
+      return 'key ' .. key .. ' is a ' .. got .. ', not a ' .. kind
+    end
+  end
+end
+
+-- damaged sets a flow aside for asideFor, with what was refused.
+local function damaged(class, level, tenant, err)
+  refusals[#refusals + 1] = culprit(class, level, tenant) or
+    ('the line of ' .. class .. ', level ' .. level .. ', tenant ' .. tenant .. ': ' .. errText(err))
+  redis.call('ZREM', kready(class, level), tenant)
+  redis.call('ZADD', kblocked(class), num(now + asideFor), level .. ':' .. tenant)
+end
+
+-- out holds the grants of parked tasks, queue then id, for the reply.
+local out = {}
+
+-- reply is {outcome, wait, wake, by, queue1, id1, ...}, then a pair
+-- ('', what was refused) per refusal.
+local function reply(outcome, wait, by, wake)
+  local r = {outcome, wait, wake or -1, by or 0}
+  for _, v in ipairs(out) do
+    r[#r + 1] = v
+  end
+  for _, m in ipairs(refusals) do
+    r[#r + 1], r[#r + 2] = '', m
+  end
+  return r
+end

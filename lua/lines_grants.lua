@@ -1,0 +1,198 @@
+-- lines_grants.lua: a step of a class's lines: the levels in order, the
+-- flow to serve, and its grant. Included after lines_flows.lua.
+
+-- shareOf is the reserve each less urgent level earns while n levels wait,
+-- cut to 100 / n so that they can never be owed every grant.
+local function shareOf(n)
+  return math.min(reserve, math.floor(100 / n))
+end
+
+-- order returns class's levels with ready flows in the order they are
+-- served (owed a grant by the reserve first, then the most urgent), the
+-- ready levels, and the credits.
+local function order(class)
+  local owed, ready, credit = {}, {}, {}
+  local h = redis.call('HGETALL', kclass(class))
+  for i = 1, #h, 2 do
+    credit[h[i]] = tonumber(h[i + 1])
+  end
+  for level = 1, levels do
+    if redis.call('EXISTS', kready(class, level)) == 1 then
+      ready[#ready + 1] = level
+    end
+  end
+  local share = shareOf(#ready)
+  for _, level in ipairs(ready) do
+    if share > 0 and (credit['r' .. level] or 0) >= 100 - share then
+      owed[#owed + 1] = level
+    end
+  end
+  local all = {}
+  for _, level in ipairs(owed) do
+    all[#all + 1] = level
+  end
+  for _, level in ipairs(ready) do
+    all[#all + 1] = level
+  end
+  return all, ready, credit
+end
+
+-- served updates the credits after a grant to level, in hundredths of a
+-- grant: each other ready level but the most urgent earns its share, and
+-- one that has 100 - share is served first and spends it.
+local function served(class, level, readyLevels, credit)
+  local share = shareOf(#readyLevels)
+  for _, other in ipairs(readyLevels) do
+    local field = 'r' .. other
+    if other ~= level and other > readyLevels[1] then
+      credit[field] = math.min(100, (credit[field] or 0) + share)
+      redis.call('HSET', kclass(class), field, credit[field])
+    elseif other == level and (credit[field] or 0) >= 100 - share then
+      credit[field] = credit[field] - (100 - share)
+      redis.call('HSET', kclass(class), field, credit[field])
+    end
+  end
+end
+
+-- grant gives the head task of flow (start tag) a place and moves the
+-- flow's tags. It returns the task's queue and id, and whether it is
+-- `here`, the task at the calling worker, recorded as admitted. A slot
+-- `swapped` (taken over) is on the pace already.
+local function grant(flow, start, place, here, swapped)
+  local head = unentry(redis.call('LPOP', kline(flow.class, flow.level, flow.tenant)))
+  local taken = head.id == here
+  record(flow.rules, head.id, place, taken)
+  if not swapped then
+    advance(flow.class, flow.rules, place)
+  end
+  if taken then
+    redis.call('HDEL', ktasks, head.id)
+  else
+    -- Times go as text (cjson keeps 14 digits). g: when it was granted; r:
+    -- the rules it was given under, which its claim checks.
+    redis.call('HSET', ktasks, head.id, cjson.encode({s = 'G', c = flow.class, l = flow.level, t = flow.tenant,
+      q = head.queue, p = num(place), S = tag(start), g = num(now), r = redis.sha1hex(flow.raw)}))
+    redis.call('ZADD', kgrants, place, head.id)
+  end
+  redis.call('HSET', kclass(flow.class), 'v' .. flow.level, tag(start))
+  -- HGET and HSET: a Sluice user's ACL (docs/WORKERS.md) has no HINCRBY.
+  local kn = kshares(flow.class, math.floor(now / shareSpan))
+  local n = (tonumber(redis.call('HGET', kn, flow.tenant)) or 0) + 1
+  redis.call('HSET', kn, flow.tenant, n)
+  if n == 1 then
+    redis.call('PEXPIRE', kn, math.floor(3 * shareSpan / 1000))
+  end
+  flow.finish = start + 1 / flow.weight
+  redis.call('HSET', flow.key, 'f', tag(flow.finish))
+  redis.call('PEXPIRE', flow.key, flowTTL)
+  if redis.call('LLEN', kline(flow.class, flow.level, flow.tenant)) > 0 then
+    ready(flow, flow.finish)
+  else
+    redis.call('ZREM', kready(flow.class, flow.level), flow.tenant)
+  end
+  return head.queue, head.id, taken
+end
+
+-- pick returns the flow of class to serve next, its start tag and place;
+-- or nil, the time the shared rules are full until (if they are), and
+-- whether flows were blocked or dropped on the way.
+local function pick(class, levelsInOrder, here)
+  local lead = leadOf(class)
+  local horizon = now + lead
+  local changed = false
+  for _, level in ipairs(levelsInOrder) do
+    local found = redis.call('ZRANGE', kready(class, level), 0, scan - 1, 'WITHSCORES')
+    for i = 1, #found, 2 do
+      -- Every key a grant writes is read first, guarded: one Redis refuses
+      -- sets the flow aside before anything of it is written.
+      local ok, flow = pcall(flowOf, class, level, found[i])
+      local err, head, own, shared = flow, nil, nil, nil
+      if ok then
+        ok, head = pcall(redis.call, 'LINDEX', kline(class, level, flow.tenant), 0)
+        err = head
+      end
+      if ok and head then
+        -- A parked task needs a lead to reach a worker, less the tolerance
+        -- it may be late by; a task at a worker needs none.
+        local at = math.max(now, horizon - tolerance)
+        if unentry(head).id == here then
+          at = now
+        end
+        ok, own, shared = pcall(earliest, flow, at, true)
+        err = own
+      end
+      if not ok then
+        damaged(class, level, found[i], err)
+        changed = true
+      elseif not head then
+        redis.call('ZREM', kready(class, level), flow.tenant)
+        changed = true
+      else
+        if not flow.known then
+          -- Its rules are gone (its hash expired): its next task brings them.
+          own = now + lead + 60000000
+        end
+        if shared > horizon + batch and flow.known then
+          return nil, shared, changed -- full until then, for every flow
+        elseif own > horizon then
+          redis.call('ZREM', kready(class, level), flow.tenant)
+          redis.call('ZADD', kblocked(class), num(own - lead), level .. ':' .. flow.tenant)
+          changed = true
+        else
+          return {flow = flow, start = tonumber(found[i + 1]), place = math.max(own, shared)}
+        end
+      end
+    end
+  end
+  return nil, nil, changed
+end
+
+-- step gives class's slots up to now + lead to its ready flows, fairly, at
+-- most `most`, appending parked tasks' grants to out. `here` is a task at
+-- the calling worker; step returns its place, or false.
+local function step(class, here)
+  unblock(class)
+  local lead = leadOf(class)
+  local given, mine, wake, passes = 0, false, nil, 0
+  while given < most and passes < 8 do
+    local all, readyLevels, credit = order(class)
+    local chosen, full, changed = pick(class, all, here)
+    if chosen then
+      local queue, id, taken = grant(chosen.flow, chosen.start, chosen.place, here)
+      served(class, chosen.flow.level, readyLevels, credit)
+      given = given + 1
+      if taken then
+        mine = chosen.place
+      else
+        out[#out + 1], out[#out + 2] = queue, id
+      end
+    elseif full then
+      wake = full - lead
+      break
+    elseif changed then
+      passes = passes + 1 -- flows were blocked or dropped: look again
+    else
+      break
+    end
+  end
+  if given >= most then
+    wake = now
+  end
+  local blocked = redis.call('ZRANGE', kblocked(class), 0, 0, 'WITHSCORES')
+  local any = blocked[2] ~= nil
+  if any then
+    wake = math.min(wake or math.huge, tonumber(blocked[2]))
+  end
+  for level = 1, levels do
+    if any then
+      break
+    end
+    any = redis.call('EXISTS', kready(class, level)) == 1
+  end
+  if not any then
+    redis.call('ZREM', kwake, class)
+  else
+    redis.call('ZADD', kwake, num(math.max(now, wake or (now + lead))), class)
+  end
+  return mine
+end

@@ -1,0 +1,57 @@
+--[[
+lines_head.lua: the start of every script of the fair lines
+(docs/FAIRNESS.md): the clock, the settings and the fixed keys.
+
+Every key of the lines is <base>q...: <base> is the limiter's prefix and
+hash tag ("sluice:{limits}"), shared with the windows the lines serve.
+  <base>q:<class>        hash  per level: v<level> virtual time, r<level>
+                               credit; lead; p<log>, f<log> a log's pace
+  <base>qr:<class>:<lvl> zset  ready flows (tenant) by start tag
+  <base>qb:<class>       zset  blocked flows ("<level>:<tenant>") by end
+  <base>ql:<class>:<lvl>:<tenant>  list  the flow's tasks, "<#queue>:<queue><id>"
+  <base>qf:<class>:<lvl>:<tenant>  hash  f finish tag, w weight, r rules
+  <base>qt               hash  task id -> {s 'W' waiting | 'G' granted, c
+                               class, l level, t tenant, q queue, p place,
+                               S start tag, g time of grant, r SHA-1 of rules}
+  <base>qg               zset  granted task ids by place
+  <base>qw               zset  classes with waiting flows, by when to look
+  <base>qn:<class>:<span> hash grants per tenant in a share span
+  <base>qe               list  the entrance: tasks parked at enqueue
+
+A rule is JSON {key, limit, window (us), cost, algorithm, shared (1: of
+the class, 0: the tenant's own)}.
+
+KEYS[1]  <base>qw, for routing
+ARGV[1]  base
+ARGV[2]  lead, us: how far ahead a parked task is first given a place
+ARGV[3]  tolerance, us: how late after its place a granted task may come
+ARGV[4]  most grants per class in one call
+ARGV[5]  reserve: percent of grants owed to each less urgent waiting level
+ARGV[6]  late, us: how late after its place a grant may still be claimed
+The operation's own arguments follow from ARGV[7].
+]]
+
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local base = ARGV[1]
+local kwake, ktasks, kgrants = base .. 'qw', base .. 'qt', base .. 'qg'
+local tolerance = tonumber(ARGV[3])
+local late = math.max(tolerance, tonumber(ARGV[6]))
+
+-- nextWake is the time in us until some class or grant needs a dispatch (0:
+-- now), or -1 when nothing waits.
+local function nextWake()
+  local class = redis.call('ZRANGE', kwake, 0, 0, 'WITHSCORES')
+  local grant = redis.call('ZRANGE', kgrants, 0, 0, 'WITHSCORES')
+  local at = nil
+  if class[2] then
+    at = tonumber(class[2])
+  end
+  if grant[2] then
+    at = math.min(at or math.huge, tonumber(grant[2]) + late + 1)
+  end
+  if not at then
+    return -1
+  end
+  return math.max(0, at - now)
+end

@@ -1,0 +1,45 @@
+--[[
+waiting.lua: the waiting flows, ready or blocked, each with its tasks in
+line, its weight and its tenant's grants in the class over the current
+and the previous share span. Read only.
+
+KEYS, ARGV[1..6]  the lines' (lines_head.lua)
+ARGV[7]  at most this many flows
+
+Reply: {0, 0, -1, share span us, then per flow: class, level, tenant,
+tasks in line, weight, grants}.
+]]
+-- #include lines_head.lua
+-- #include lines_base.lua
+
+local atMost = tonumber(ARGV[7])
+local r = {0, 0, -1, shareSpan}
+local span = math.floor(now / shareSpan)
+for _, class in ipairs(redis.call('ZRANGE', kwake, 0, -1)) do
+  local recent = {}
+  for _, key in ipairs({kshares(class, span - 1), kshares(class, span)}) do
+    local h = redis.call('HGETALL', key)
+    for i = 1, #h, 2 do
+      recent[h[i]] = (recent[h[i]] or 0) + tonumber(h[i + 1])
+    end
+  end
+  local listed = {}
+  for level = 1, levels do
+    for _, tenant in ipairs(redis.call('ZRANGE', kready(class, level), 0, atMost - 1)) do
+      listed[#listed + 1] = {level, tenant}
+    end
+  end
+  for _, member in ipairs(redis.call('ZRANGE', kblocked(class), 0, atMost - 1)) do
+    local level, tenant = string.match(member, '^(%d):(.*)$')
+    listed[#listed + 1] = {tonumber(level), tenant}
+  end
+  for _, x in ipairs(listed) do
+    if #r >= 4 + 6 * atMost then
+      return r
+    end
+    local k, weight = #r, redis.call('HGET', kflow(class, x[1], x[2]), 'w') or '1'
+    r[k + 1], r[k + 2], r[k + 3] = class, tostring(x[1]), x[2]
+    r[k + 4], r[k + 5], r[k + 6] = redis.call('LLEN', kline(class, x[1], x[2])), weight, recent[x[2]] or 0
+  end
+end
+return r
