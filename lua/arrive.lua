@@ -3,7 +3,7 @@ arrive.lua: a task at a worker asks to be sent (docs/FAIRNESS.md). It
 claims its grant, or is admitted at once when nothing waits and every rule
 has room, or waits in its flow's line, and the slots due are given.
 
-KEYS, ARGV[1..6]  the lines' (lines_head.lua)
+KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 ARGV[7]   class       ARGV[8]   level (1 most urgent .. 5)
 ARGV[9]   tenant      ARGV[10]  weight
 ARGV[11]  queue       ARGV[12]  task id

@@ -3,7 +3,7 @@ dispatch.lua: gives the slots due to parked tasks of every class, fairly,
 after putting the tasks parked at enqueue in their lines
 (docs/FAIRNESS.md, "Parked at enqueue"); says when to call again.
 
-KEYS, ARGV[1..6]  the lines' (lines_head.lua)
+KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 ARGV[7]    entering: a JSON array of {c class, l level, t tenant, q queue,
            id task id, w weight, r rules (JSON)}, or absent. Without r the
            task is not limited by the rules in force and is released

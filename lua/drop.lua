@@ -2,7 +2,7 @@
 drop.lua: a task that no longer exists (deleted from its queue) leaves its
 line; an unclaimed grant's places go with it, and its class is due.
 
-KEYS, ARGV[1..6]  the lines' (lines_head.lua)
+KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 ARGV[7]  task id
 
 Reply: {0, 0, -1, 0}, then a pair ('', what Redis refused) per refusal.

@@ -2,7 +2,7 @@
 granted.lua: whether a task holds a grant not yet claimed and not lapsed
 (its place at most `late` ago). Read only.
 
-KEYS, ARGV[1..6]  the lines' (lines_head.lua)
+KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 ARGV[7]  task id
 
 Reply: {1, 0, -1, 0} when it does, else {0, 0, -1, 0}.

@@ -2,6 +2,8 @@ package lua
 
 import (
 	"embed"
+	"maps"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +17,39 @@ var files embed.FS
 // includeMark starts a line of a script that package lua replaces with the
 // named file's text: how the scripts share their helpers.
 const includeMark = "-- #include "
+
+// keyCheckEnv, set to 1, makes package lua put keycheck.lua in front of
+// every script that declares all its keys, at load: tests run so.
+const keyCheckEnv = "SLUICE_LUA_KEYCHECK"
+
+// undeclared are the scripts that still build keys they are not given, and
+// why: the key check leaves them alone (docs/SCRIPTS.md, "Steps").
+var undeclared = map[string]string{
+	"arrive.lua":   "builds its flow's keys and, in its step, other flows' and their logs'",
+	"dispatch.lua": "builds the keys of the flows it serves and of their logs",
+	"drop.lua":     "builds its task's flow keys and its rules' logs from the stored rules",
+	"refresh.lua":  "builds the keys of the flows it is given",
+	"waiting.lua":  "builds the keys of the flows it lists",
+}
+
+// Undeclared returns the scripts that do not yet take every key they touch
+// in KEYS, each with what it builds.
+func Undeclared() map[string]string { return maps.Clone(undeclared) }
+
+// WithKeyCheck returns src with keycheck.lua in front: a command of the
+// script whose key is not in KEYS then fails.
+func WithKeyCheck(src string) string { return compose("keycheck.lua") + "\n" + src }
+
+// load returns the text Redis runs for script file name: composed, and with
+// the key check in front when keyCheckEnv is 1 and the script declares its
+// keys.
+func load(name string) string {
+	src := compose(name)
+	if _, ok := undeclared[name]; !ok && os.Getenv(keyCheckEnv) == "1" {
+		src = WithKeyCheck(src)
+	}
+	return src
+}
 
 // compose returns the text of script file name, each include line replaced
 // by the included file's text, composed likewise.
@@ -52,17 +87,17 @@ var Lines = NewLineScripts(nil)
 // edit (with the script's file name) when edit is not nil: tests fix the
 // clock with it.
 func NewLineScripts(edit func(name, text string) string) LineScripts {
-	load := func(name string) *redis.Script {
-		text := compose(name)
+	script := func(name string) *redis.Script {
+		text := load(name)
 		if edit != nil {
 			text = edit(name, text)
 		}
 		return redis.NewScript(text)
 	}
 	return LineScripts{
-		Arrive: load("arrive.lua"), Dispatch: load("dispatch.lua"), Drop: load("drop.lua"),
-		Granted: load("granted.lua"), Refresh: load("refresh.lua"), Wake: load("wake.lua"),
-		Waiting: load("waiting.lua"),
+		Arrive: script("arrive.lua"), Dispatch: script("dispatch.lua"), Drop: script("drop.lua"),
+		Granted: script("granted.lua"), Refresh: script("refresh.lua"), Wake: script("wake.lua"),
+		Waiting: script("waiting.lua"),
 	}
 }
 
@@ -77,8 +112,11 @@ type LinesSettings struct {
 	Late       time.Duration // how late after its place a grant may be claimed
 }
 
-// Keys returns the KEYS of a call of a lines script.
-func (s LinesSettings) Keys() []string { return []string{s.Base + "qw"} }
+// Keys returns the KEYS of a call of a lines script: the fixed keys, then
+// the operation's own.
+func (s LinesSettings) Keys(own ...string) []string {
+	return append([]string{s.Base + "qw", s.Base + "qt", s.Base + "qg"}, own...)
+}
 
 // Args returns ARGV of a call of a lines script: the settings, then the
 // operation's own arguments.

@@ -49,12 +49,3 @@ local function logFree(key, limit, window, cost, at)
   end
   return math.max(at, score + window)
 end
-
--- wakeClass makes class due now, and its blocked flows with it (their own
--- rules may have room the lines did not make).
-local function wakeClass(class)
-  for _, member in ipairs(redis.call('ZRANGE', kblocked(class), 0, -1)) do
-    redis.call('ZADD', kblocked(class), now, member)
-  end
-  redis.call('ZADD', kwake, 'XX', now, class)
-end

@@ -21,7 +21,8 @@ hash tag ("sluice:{limits}"), shared with the windows the lines serve.
 A rule is JSON {key, limit, window (us), cost, algorithm, shared (1: of
 the class, 0: the tenant's own)}.
 
-KEYS[1]  <base>qw, for routing
+KEYS[1]  <base>qw    KEYS[2]  <base>qt    KEYS[3]  <base>qg
+         the operation's own keys follow, from KEYS[4]
 ARGV[1]  base
 ARGV[2]  lead, us: how far ahead a parked task is first given a place
 ARGV[3]  tolerance, us: how late after its place a granted task may come
@@ -34,7 +35,7 @@ The operation's own arguments follow from ARGV[7].
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local base = ARGV[1]
-local kwake, ktasks, kgrants = base .. 'qw', base .. 'qt', base .. 'qg'
+local kwake, ktasks, kgrants = KEYS[1], KEYS[2], KEYS[3]
 local tolerance = tonumber(ARGV[3])
 local late = math.max(tolerance, tonumber(ARGV[6]))
 
@@ -54,4 +55,14 @@ local function nextWake()
     return -1
   end
   return math.max(0, at - now)
+end
+
+-- wakeClass makes class due now, and its blocked flows (blocked, the key
+-- <base>qb:<class>) with it: their own rules may have room the lines did
+-- not make.
+local function wakeClass(class, blocked)
+  for _, member in ipairs(redis.call('ZRANGE', blocked, 0, -1)) do
+    redis.call('ZADD', blocked, now, member)
+  end
+  redis.call('ZADD', kwake, 'XX', now, class)
 end

@@ -21,41 +21,32 @@ var countersSource string
 // recorded (Allow, AllowMulti, line mode): see decide.lua for its KEYS,
 // ARGV and reply, and counters.lua for the algorithms other than the
 // sliding-window log.
-var Decide = redis.NewScript(compose("decide.lua"))
+var Decide = redis.NewScript(load("decide.lua"))
 
 // Peek is what Decide would decide, recording nothing (Peek, Usage): see
 // peek.lua.
-var Peek = redis.NewScript(compose("peek.lua"))
+var Peek = redis.NewScript(load("peek.lua"))
 
 // DecideSource returns the text Decide runs, its includes in place. Tests
 // use it to build variants, such as one whose clock is fixed.
-func DecideSource() string { return compose("decide.lua") }
+func DecideSource() string { return load("decide.lua") }
 
 // PeekSource returns the text Peek runs, its includes in place.
-func PeekSource() string { return compose("peek.lua") }
+func PeekSource() string { return load("peek.lua") }
 
 // CountersSource returns the text of counters.lua: a chunk that defines the
 // local functions counter_check and counter_record and nothing global. Tests
 // put it in front of a driver of their own to call the functions directly.
 func CountersSource() string { return countersSource }
 
-//go:embed restamp.lua
-var restampSource string
-
 // Restamp moves a late send's admission in the fair lines to now: see
 // restamp.lua for its KEYS, ARGV and reply.
-var Restamp = redis.NewScript(restampSource)
-
-//go:embed waits.lua
-var waitsSource string
+var Restamp = redis.NewScript(load("restamp.lua"))
 
 // Waits says whether a class waits in the fair lines with a dispatch loop
 // serving it: see waits.lua for its KEYS, ARGV and reply.
-var Waits = redis.NewScript(waitsSource)
-
-//go:embed resetlines.lua
-var resetLinesSource string
+var Waits = redis.NewScript(load("waits.lua"))
 
 // ResetLines empties the fair lines of one class, whatever its keys hold:
 // see resetlines.lua for its KEYS, ARGV and reply.
-var ResetLines = redis.NewScript(resetLinesSource)
+var ResetLines = redis.NewScript(load("resetlines.lua"))

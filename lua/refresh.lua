@@ -2,7 +2,7 @@
 refresh.lua: new rules and weights for waiting flows (a policies reload).
 Their classes are due now, as the new rules may have room.
 
-KEYS, ARGV[1..6]  the lines' (lines_head.lua)
+KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 ARGV[7]  a JSON array of {c class, l level, t tenant, w weight, r rules
          (JSON)}; a flow with no hash (it no longer waits) is left alone
 
@@ -20,6 +20,6 @@ for _, x in ipairs(cjson.decode(ARGV[7])) do
   end
 end
 for class in pairs(classes) do
-  wakeClass(class)
+  wakeClass(class, kblocked(class))
 end
 return {0, 0, -1, 0}

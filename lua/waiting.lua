@@ -3,7 +3,7 @@ waiting.lua: the waiting flows, ready or blocked, each with its tasks in
 line, its weight and its tenant's grants in the class over the current
 and the previous share span. Read only.
 
-KEYS, ARGV[1..6]  the lines' (lines_head.lua)
+KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 ARGV[7]  at most this many flows
 
 Reply: {0, 0, -1, share span us, then per flow: class, level, tenant,

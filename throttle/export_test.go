@@ -18,7 +18,7 @@ import (
 // simulated window still holds it would admit too much.
 func ClockedLines(ls *Lines, clockKey string) *Lines {
 	edits := []struct{ old, new string }{
-		{"local clock = redis.call('TIME')", "local clock = redis.call('HMGET', '" + clockKey + "', 's', 'us')"},
+		{"local clock = redis.call('TIME')", "local clock = (redis.raw or redis).call('HMGET', '" + clockKey + "', 's', 'us')"},
 		{"local need = math.floor((place + window - now) / 1000) + 1", "local need = math.floor((place + window - now) / 1000) + 3600001"},
 		{"local ttl = math.floor(rule.window / 1000) + 1", "local ttl = math.floor(rule.window / 1000) + 3600001"},
 		{"redis.call('PEXPIRE', key, floor(reset / 1000) + 1)", "redis.call('PEXPIRE', key, floor(reset / 1000) + 3600001)"},

@@ -294,7 +294,7 @@ func (ls *Lines) Wake(ctx context.Context, class string) error {
 		return ls.l.err
 	}
 	group := encodeKeyPart(DefaultGroup)
-	if _, err := ls.run(ctx, ls.scripts.Wake, group, encodeKeyPart(class)); err != nil {
+	if _, err := ls.runKeys(ctx, ls.scripts.Wake, group, []string{ls.base(group) + "qb:" + encodeKeyPart(class)}, encodeKeyPart(class)); err != nil {
 		return fmt.Errorf("throttle: wake the lines of %s: %w", class, err)
 	}
 	if err := ls.publishWake(ctx, group); err != nil {
@@ -420,8 +420,13 @@ func (ls *Lines) base(group string) string { return ls.l.prefix + "{" + group + 
 
 // run runs a lines script with its own args and reads its reply.
 func (ls *Lines) run(ctx context.Context, script *redis.Script, group string, own ...any) (Turn, error) {
+	return ls.runKeys(ctx, script, group, nil, own...)
+}
+
+// runKeys is run with the script's own keys after the fixed ones.
+func (ls *Lines) runKeys(ctx context.Context, script *redis.Script, group string, keys []string, own ...any) (Turn, error) {
 	s := ls.settings(group)
-	res, err := script.Run(ctx, ls.l.rdb, s.Keys(), s.Args(own...)...).Result()
+	res, err := script.Run(ctx, ls.l.rdb, s.Keys(keys...), s.Args(own...)...).Result()
 	if err != nil {
 		return Turn{}, err
 	}
