@@ -43,10 +43,6 @@ func CountersSource() string { return countersSource }
 // restamp.lua for its KEYS, ARGV and reply.
 var Restamp = redis.NewScript(load("restamp.lua"))
 
-// Waits says whether a class waits in the fair lines with a dispatch loop
-// serving it: see waits.lua for its KEYS, ARGV and reply.
-var Waits = redis.NewScript(load("waits.lua"))
-
 // ResetLines empties the fair lines of one class, whatever its keys hold:
 // see resetlines.lua for its KEYS, ARGV and reply.
 var ResetLines = redis.NewScript(load("resetlines.lua"))

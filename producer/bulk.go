@@ -13,8 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/hibiken/asynq"
-
-	"github.com/sluicehq/sluice/throttle"
 )
 
 // MaxBulkLine is the longest line of a bulk file that ReadBulk accepts, in
@@ -114,7 +112,7 @@ func (l BulkLine) Task() (*asynq.Task, []asynq.Option, error) {
 	if l.Priority != nil {
 		if err := checkPriority(*l.Priority); err != nil {
 			return nil, nil, fieldError("priority", strconv.Itoa(*l.Priority), "is not from %d (most urgent) to %d (least urgent)",
-				throttle.MostUrgent, throttle.LeastUrgent)
+				MostUrgent, LeastUrgent)
 		}
 		build = append(build, Priority(*l.Priority))
 	}

@@ -9,7 +9,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/internal/entrance"
+	"github.com/sluicehq/sluice/internal/keyspace"
 )
 
 // Client enqueues validated tasks on Redis. It is safe for concurrent use
@@ -50,19 +51,18 @@ func NewClientFromRedisClient(rdb redis.UniversalClient, opts ...ClientOption) *
 	if rdb == nil {
 		return &Client{err: errors.New("producer: NewClientFromRedisClient: the Redis client is nil")}
 	}
-	c := &Client{rdb: rdb, aq: asynq.NewClientFromRedisClient(rdb), prefix: throttle.DefaultPrefix, parking: true}
+	c := &Client{rdb: rdb, aq: asynq.NewClientFromRedisClient(rdb), prefix: keyspace.DefaultPrefix, parking: true}
 	for _, o := range opts {
 		if o != nil {
 			o(c)
 		}
 	}
 	if c.parking {
-		lim := throttle.NewLimiter(rdb, throttle.WithPrefix(c.prefix), throttle.WithoutBatching())
-		if err := lim.Err(); err != nil {
-			return &Client{err: fmt.Errorf("producer: %w", err)}
+		if err := keyspace.CheckPrefix(c.prefix); err != nil {
+			return &Client{err: fmt.Errorf("producer: %w: %w", ErrInvalidConfig, err)}
 		}
-		lines := lim.Lines(throttle.LinesConfig{})
-		c.parker = &parker{lines: lines, inspect: asynq.NewInspectorFromRedisClient(rdb), waits: map[string]time.Time{}}
+		door := entrance.New(rdb, keyspace.LinesBase(c.prefix))
+		c.parker = &parker{door: door, inspect: asynq.NewInspectorFromRedisClient(rdb), waits: map[string]time.Time{}}
 	}
 	return c
 }

@@ -11,6 +11,10 @@ import (
 // sent nothing to Redis.
 var ErrInvalid = errors.New("invalid task")
 
+// ErrInvalidConfig is matched by the error of every call of a Client made
+// with a bad option, such as a prefix with a brace (WithPrefix).
+var ErrInvalidConfig = errors.New("invalid client configuration")
+
 // FieldError reports one field of a task that is wrong. It wraps ErrInvalid,
 // and errors.As finds it in the errors of this package.
 type FieldError struct {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/internal/entrance"
 )
 
 // Parking at enqueue (docs/FAIRNESS.md, "Parked at enqueue"): while a
@@ -21,7 +21,7 @@ import (
 
 // ErrEnqueuedLate is matched by the error of an enqueue whose task is in
 // Redis but not in the fair lines: it runs when its park ends, up to
-// throttle.DefaultPark later. Its TaskInfo is returned with it: do not
+// throttle.DefaultPark (10 minutes) later. Its TaskInfo is returned with it: do not
 // enqueue the task again.
 var ErrEnqueuedLate = errors.New("enqueued, but late")
 
@@ -36,7 +36,7 @@ type ClientOption func(*Client)
 
 // WithPrefix sets the prefix of the limiter's Redis keys, as the workers'
 // --prefix: the Client parks a task at enqueue while its type waits in
-// the lines there. The default is throttle.DefaultPrefix.
+// the lines there. The default is "sluice:", the workers' default.
 func WithPrefix(prefix string) ClientOption {
 	return func(c *Client) { c.prefix = prefix }
 }
@@ -49,7 +49,7 @@ func WithoutParking() ClientOption {
 
 // parker parks tasks at enqueue for one Client.
 type parker struct {
-	lines   *throttle.Lines
+	door    *entrance.Door
 	inspect *asynq.Inspector
 	mu      sync.Mutex
 	waits   map[string]time.Time // task type -> until when it waits, as said
@@ -82,7 +82,7 @@ func (p *parker) waiting(ctx context.Context, typ string) bool {
 	if ok && time.Now().Before(until) {
 		return true
 	}
-	w, err := p.lines.Waits(ctx, typ)
+	w, err := p.door.Waits(ctx, typ)
 	if err != nil || !w {
 		return false
 	}
@@ -99,18 +99,18 @@ func (p *parker) park(ctx context.Context, aq *asynq.Client, task *asynq.Task, t
 	if err != nil {
 		return nil, err
 	}
-	info, err := aq.EnqueueContext(ctx, task, append(opts[:len(opts):len(opts)], asynq.ProcessIn(throttle.DefaultPark))...)
+	info, err := aq.EnqueueContext(ctx, task, append(opts[:len(opts):len(opts)], asynq.ProcessIn(entrance.DefaultPark))...)
 	if err != nil {
 		return nil, err
 	}
-	err = p.lines.Enter(ctx, throttle.Entry{Class: task.Type(), Priority: prio, Tenant: tenant, Queue: info.Queue, ID: info.ID})
-	if err == nil || errors.Is(err, throttle.ErrNotWoken) {
+	err = p.door.Enter(ctx, entrance.Entry{Class: task.Type(), Priority: prio, Tenant: tenant, Queue: info.Queue, ID: info.ID})
+	if err == nil || errors.Is(err, entrance.ErrNotWoken) {
 		return info, nil
 	}
 	// Run now; or pending already, moved by a worker that took it in.
 	if rerr := p.inspect.RunTask(info.Queue, info.ID); rerr != nil && !p.pending(info) {
 		return info, fmt.Errorf("%w: task %s in queue %s runs within %s: %w; run it now: %w",
-			ErrEnqueuedLate, info.ID, info.Queue, throttle.DefaultPark, err, rerr)
+			ErrEnqueuedLate, info.ID, info.Queue, entrance.DefaultPark, err, rerr)
 	}
 	info.State, info.NextProcessAt = asynq.TaskStatePending, time.Now()
 	return info, nil

@@ -117,11 +117,11 @@ func TestParkAtEnqueue(t *testing.T) {
 	}
 }
 
-// TestParkBadPrefix: a prefix the limiter refuses makes every call fail.
+// TestParkBadPrefix: a prefix with a brace makes every call fail.
 func TestParkBadPrefix(t *testing.T) {
 	t.Parallel()
 	c := producer.NewClientFromRedisClient(redistest.Client(t), producer.WithPrefix("a{b"))
-	if _, err := c.EnqueueSMS(context.Background(), "acme", goodSMS); err == nil || !errors.Is(err, throttle.ErrInvalidConfig) {
+	if _, err := c.EnqueueSMS(context.Background(), "acme", goodSMS); err == nil || !errors.Is(err, producer.ErrInvalidConfig) {
 		t.Fatalf("enqueue with prefix a{b: %v, want ErrInvalidConfig", err)
 	}
 }

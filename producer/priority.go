@@ -5,13 +5,19 @@ import (
 	"strconv"
 
 	"github.com/hibiken/asynq"
+)
 
-	"github.com/sluicehq/sluice/throttle"
+// The priorities of a task, from the most urgent to the least, and the
+// priority of a task without one: the middle.
+const (
+	MostUrgent      = 1
+	LeastUrgent     = 5
+	DefaultPriority = 3
 )
 
 // HeaderPriority is the task header that holds the task's priority, in
-// decimal: throttle.MostUrgent (1) to throttle.LeastUrgent (5). A task
-// without it has throttle.DefaultPriority (3). Among the tasks waiting for
+// decimal: MostUrgent (1) to LeastUrgent (5). A task without it has
+// DefaultPriority (3). Among the tasks waiting for
 // the same shared limit, a more urgent task is given the next free slot,
 // and each less urgent priority keeps a reserved share (docs/FAIRNESS.md).
 // It is not asynq's queue priority, which chooses the queue a worker
@@ -55,24 +61,24 @@ func priority(opts []asynq.Option) (int, []asynq.Option, error) {
 
 // checkPriority refuses a priority out of range, naming the header.
 func checkPriority(p int) error {
-	if p < throttle.MostUrgent || p > throttle.LeastUrgent {
+	if p < MostUrgent || p > LeastUrgent {
 		return fieldError(HeaderPriority, strconv.Itoa(p), "is not from %d (most urgent) to %d (least urgent)",
-			throttle.MostUrgent, throttle.LeastUrgent)
+			MostUrgent, LeastUrgent)
 	}
 	return nil
 }
 
 // TaskPriority returns the priority of task, from HeaderPriority:
-// throttle.DefaultPriority without it, and an error (matching ErrInvalid)
+// DefaultPriority without it, and an error (matching ErrInvalid)
 // when the header is not a number from 1 to 5.
 func TaskPriority(task *asynq.Task) (int, error) {
 	s, ok := task.Headers()[HeaderPriority]
 	if !ok {
-		return throttle.DefaultPriority, nil
+		return DefaultPriority, nil
 	}
 	p, err := strconv.Atoi(s)
 	if err != nil || strconv.Itoa(p) != s {
-		return 0, fieldError(HeaderPriority, s, "is not a whole number from %d to %d", throttle.MostUrgent, throttle.LeastUrgent)
+		return 0, fieldError(HeaderPriority, s, "is not a whole number from %d to %d", MostUrgent, LeastUrgent)
 	}
 	if err := checkPriority(p); err != nil {
 		return 0, err

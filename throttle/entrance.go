@@ -8,26 +8,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/internal/entrance"
 )
 
 // The entrance is how a producer parks a task at enqueue (docs/FAIRNESS.md,
-// "Parked at enqueue"): while the task's class waits in the lines, the
-// producer puts the task in asynq's scheduled set and its Entry on a list
-// beside the lines, and a dispatch step puts it in its line from there, so
-// that no pending list stands between the task and its slot.
+// "Parked at enqueue"): internal/entrance holds it, shared with producer.
 
 // Entry is a task parked at enqueue, as the entrance holds it.
-type Entry struct {
-	Class    string `json:"c"` // the task type
-	Priority int    `json:"l"` // MostUrgent to LeastUrgent
-	Tenant   string `json:"t"`
-	Queue    string `json:"q"` // the asynq queue the task waits in, scheduled
-	ID       string `json:"id"`
-	// At is when the task was enqueued, in Unix milliseconds; Enter sets
-	// it. An entry older than entryStale is not taken in.
-	At int64 `json:"at"`
-}
+type Entry = entrance.Entry
 
 // EntryRules gives a task taken from the entrance the weight of its tenant
 // and its checks, those of the policies in force; no checks release it
@@ -56,13 +44,11 @@ func (ls *Lines) Waits(ctx context.Context, class string) (bool, error) {
 	if ls.l.err != nil {
 		return false, ls.l.err
 	}
-	group := encodeKeyPart(DefaultGroup)
-	n, err := lua.Waits.Run(ctx, ls.l.rdb, []string{ls.base(group) + "qw", ls.base(group) + "qd"},
-		encodeKeyPart(class)).Int64()
+	w, err := entrance.New(ls.l.rdb, ls.base(encodeKeyPart(DefaultGroup))).Waits(ctx, class)
 	if err != nil {
 		return false, fmt.Errorf("throttle: does %s wait in the lines: %w", class, err)
 	}
-	return n == 1, nil
+	return w, nil
 }
 
 // Enter puts entries, tasks already in asynq's scheduled set, on the
@@ -73,31 +59,16 @@ func (ls *Lines) Enter(ctx context.Context, entries ...Entry) error {
 	if ls.l.err != nil {
 		return ls.l.err
 	}
-	if len(entries) == 0 {
-		return nil
-	}
-	vals := make([]any, len(entries))
-	at := time.Now().UnixMilli()
-	for i, e := range entries {
-		e.At = at
+	for _, e := range entries {
 		if e.ID == "" || e.Queue == "" || e.Tenant == "" || e.Class == "" {
 			return fmt.Errorf("throttle: enter %q in the lines: %w: class, tenant, queue and task id are all needed", e.ID, ErrInvalidKey)
 		}
 		if e.Priority < MostUrgent || e.Priority > LeastUrgent {
 			return fmt.Errorf("throttle: enter %s in the lines: %w: priority %d is not %d to %d", e.ID, ErrInvalidPolicy, e.Priority, MostUrgent, LeastUrgent)
 		}
-		b, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("throttle: enter %s in the lines: %w", e.ID, err)
-		}
-		vals[i] = b
 	}
-	group := encodeKeyPart(DefaultGroup)
-	if err := ls.l.rdb.RPush(ctx, ls.base(group)+"qe", vals...).Err(); err != nil {
-		return fmt.Errorf("throttle: enter %d tasks in the lines: %w", len(entries), err)
-	}
-	if err := ls.publishWake(ctx, group); err != nil {
-		return fmt.Errorf("throttle: enter %d tasks in the lines: %w", len(entries), err)
+	if err := entrance.New(ls.l.rdb, ls.base(encodeKeyPart(DefaultGroup))).Enter(ctx, entries...); err != nil {
+		return fmt.Errorf("throttle: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/entrance"
 )
 
 // Errors for bad input, matched with errors.Is. A call that returns one of
@@ -34,10 +36,10 @@ var (
 	// option; every call of such a Limiter returns it.
 	ErrInvalidConfig = errors.New("invalid limiter configuration")
 
-	// ErrNotWoken: Wake, Refresh or Drop did what it was asked, but Redis
+	// ErrNotWoken: Wake, Refresh, Drop or Enter did what it was asked, but Redis
 	// refused to publish the wake-up (Wakeups), so other processes' dispatch
 	// loops see it at their next look, within a second, not at once.
-	ErrNotWoken = errors.New("the lines' wake-up was not published")
+	ErrNotWoken = entrance.ErrNotWoken
 )
 
 // Quote quotes s for an error message or a response, as %q does, cut short

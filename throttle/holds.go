@@ -15,7 +15,7 @@ type HeldKey struct {
 	Left time.Duration
 }
 
-// keyUnescaper undoes keyEscaper. Reading left to right, "%" always starts
+// keyUnescaper undoes keyspace.Encode's escaping. Reading left to right, "%" always starts
 // one of the four escapes, so the result is the only string that escapes to
 // its input.
 var keyUnescaper = strings.NewReplacer("%25", "%", "%23", "#", "%7B", "{", "%7D", "}")

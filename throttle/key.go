@@ -1,43 +1,30 @@
 package throttle
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/keyspace"
 )
 
 // DefaultPrefix starts every Redis key the limiter writes unless WithPrefix
 // says otherwise.
-const DefaultPrefix = "sluice:"
+const DefaultPrefix = keyspace.DefaultPrefix
 
 // DefaultGroup is the group of every key unless WithGroup says otherwise.
-const DefaultGroup = "limits"
+const DefaultGroup = keyspace.DefaultGroup
 
 // MaxRawKeyLen is the longest key (or group) kept as it is in the Redis key;
 // a longer one is replaced by "#" and its hex SHA-256.
-const MaxRawKeyLen = 200
+const MaxRawKeyLen = keyspace.MaxRawKeyLen
 
 // KeyGroup is a group function for WithGroup that puts every key in a group
 // of its own, spreading keys over all the nodes of a Redis Cluster. With it,
 // AllowMulti only accepts a single key.
 func KeyGroup(key string) string { return key }
 
-// keyEscaper percent-encodes the characters that would let a key end the hash
-// tag ("}"), open one ("{"), or pass for an escape ("%") or a hashed key ("#").
-// Escaping is one-to-one, so distinct keys stay distinct.
-var keyEscaper = strings.NewReplacer("%", "%25", "#", "%23", "{", "%7B", "}", "%7D")
-
-// encodeKeyPart returns s escaped, or "#" and its hex SHA-256 when s is longer
-// than MaxRawKeyLen. Escaped strings never contain "#", so the two forms
-// cannot meet.
-func encodeKeyPart(s string) string {
-	if len(s) > MaxRawKeyLen {
-		sum := sha256.Sum256([]byte(s))
-		return "#" + hex.EncodeToString(sum[:])
-	}
-	return keyEscaper.Replace(s)
-}
+// encodeKeyPart returns s escaped for a Redis key (keyspace.Encode).
+var encodeKeyPart = keyspace.Encode
 
 // redisKeys are the Redis keys of one limiter key. After the hash tag each
 // kind of key starts with a character of its own (":" "h" "s" "g" "f" "p",

@@ -3,10 +3,11 @@ package throttle
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/keyspace"
 )
 
 // Limiter makes rate-limit decisions against Redis. It holds no state of its
@@ -38,8 +39,8 @@ func (f optionFunc) apply(l *Limiter) { f(l) }
 // share keys must share the prefix.
 func WithPrefix(prefix string) Option {
 	return optionFunc(func(l *Limiter) {
-		if strings.ContainsAny(prefix, "{}") {
-			l.err = fmt.Errorf("throttle: %w: prefix %q contains a brace; the limiter places the hash tag itself", ErrInvalidConfig, prefix)
+		if err := keyspace.CheckPrefix(prefix); err != nil {
+			l.err = fmt.Errorf("throttle: %w: %w", ErrInvalidConfig, err)
 			return
 		}
 		l.prefix = prefix

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/entrance"
 	"github.com/sluicehq/sluice/lua"
 )
 
@@ -52,7 +53,7 @@ const (
 	// retry or scheduled set before asynq brings it back by itself: long
 	// enough that it comes back through a grant; one that does come back
 	// by itself keeps its turn and parks again.
-	DefaultPark = 10 * time.Minute
+	DefaultPark = entrance.DefaultPark
 
 	// DefaultPriority is a task's priority unless it has one: the middle of
 	// MostUrgent to LeastUrgent.

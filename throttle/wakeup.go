@@ -3,6 +3,8 @@ package throttle
 import (
 	"context"
 	"fmt"
+
+	"github.com/sluicehq/sluice/internal/entrance"
 )
 
 // The dispatch loops of every process sleep until the next slot their
@@ -12,7 +14,7 @@ import (
 // once instead of at the end of their sleep.
 
 // wakeChannel is the channel of the lines of group: "<prefix>{group}qwake".
-func (ls *Lines) wakeChannel(group string) string { return ls.base(group) + "qwake" }
+func (ls *Lines) wakeChannel(group string) string { return entrance.WakeChannel(ls.base(group)) }
 
 // publishWake tells every process's dispatch loop to look at the lines of
 // group now; a refusal is ErrNotWoken.

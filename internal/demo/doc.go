@@ -34,7 +34,7 @@
 //     truncates to the second where Redis rounds. Sluice reads PTTL, and
 //     enqueues no unique tasks.
 //   - The producer parks the late tenant's SMS at enqueue in the demo's
-//     lines (lua/waits.lua; RPUSH, LRANGE and LREM of the entrance,
+//     lines (MULTI, EXISTS and ZSCORE; RPUSH, LRANGE and LREM of the entrance,
 //     PUBLISH), and TestRunLateTenant's embedded run sends it so.
 //   - Every miniredis command locks the whole server, and with ClockTTL
 //     sorts every key's name; fine for the demo's few hundred keys, not a
