@@ -16,10 +16,8 @@ import (
 // refuses (the wrong type) or that holds what the script cannot read (a
 // log scored +inf) stops only the flows, or the class, that use it.
 // Dispatch still gives the others their slots, and says what it set
-// aside, naming the key when it is of the wrong type or scored +inf. A class is "sms" beside "email", each
-// with a shared rule of 2 per 500 ms (beyond the lead: a task that finds
-// the window full is parked), and tenants acme and globex parked in sms,
-// initech in email.
+// aside, naming the key when it is of the wrong type or scored +inf. The
+// scene is lineScene's: acme and globex parked in sms, initech in email.
 func TestLinesDamageContained(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -56,32 +54,12 @@ func TestLinesDamageContained(t *testing.T) {
 			t.Parallel()
 			eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 				ctx := context.Background()
-				ls := l.Lines(throttle.LinesConfig{})
-				window := throttle.Policy{Limit: 2, Window: 500 * time.Millisecond}
-				checks := func(class, tenant string) []throttle.LineCheck {
-					return []throttle.LineCheck{
-						{Check: throttle.Check{Key: "provider/" + class, Policy: window, Cost: 1}, Shared: true},
-						{Check: throttle.Check{Key: "own/" + tenant, Policy: throttle.PerSecond(100), Cost: 1}},
-					}
-				}
-				arrive := func(class, tenant, id string) {
-					t.Helper()
-					if _, err := ls.Arrive(ctx, throttle.Arrival{Class: class, Tenant: tenant, Queue: "q", ID: id, Checks: checks(class, tenant)}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				for i, tn := range []string{"acme", "acme", "acme", "acme", "globex", "globex"} {
-					arrive("sms", tn, "s"+string(rune('a'+i)))
-				}
-				for i := range 4 {
-					arrive("email", "initech", "e"+string(rune('a'+i)))
-				}
-				k := keysOf{t: t, rdb: rdb, l: l, prefix: prefix}
-				if err := tc.damage(ctx, rdb, k); err != nil {
+				s := newLineScene(t, rdb, l, prefix)
+				if err := tc.damage(ctx, rdb, s.keys); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(window.Window) // the windows of the tasks admitted at once pass
-				turn, err := ls.Dispatch(ctx)
+				time.Sleep(s.window.Window) // the windows of the tasks admitted at once pass
+				turn, err := s.ls.Dispatch(ctx)
 				if err != nil {
 					t.Fatalf("Dispatch with a damaged key: %v", err)
 				}
@@ -104,6 +82,49 @@ func TestLinesDamageContained(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// lineScene is the scene of the tests of damaged and reset lines: classes
+// "sms" and "email", each with a shared rule of 2 per 500 ms (beyond the
+// lead: a task that finds the window full is parked) and a rule of 100 a
+// second of each tenant's own. Tenants acme (tasks sa to sd) and globex
+// (se, sf) have arrived in sms, initech (ea to ee) in email.
+type lineScene struct {
+	t      *testing.T
+	ls     *throttle.Lines
+	window throttle.Policy // the shared rule of each class
+	keys   keysOf
+}
+
+// newLineScene sets up the scene of lineScene under prefix.
+func newLineScene(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) lineScene {
+	t.Helper()
+	s := lineScene{
+		t:      t,
+		ls:     l.Lines(throttle.LinesConfig{}),
+		window: throttle.Policy{Limit: 2, Window: 500 * time.Millisecond},
+		keys:   keysOf{t: t, rdb: rdb, l: l, prefix: prefix},
+	}
+	for i, tn := range []string{"acme", "acme", "acme", "acme", "globex", "globex"} {
+		s.arrive("sms", tn, "s"+string(rune('a'+i)))
+	}
+	for i := range 5 {
+		s.arrive("email", "initech", "e"+string(rune('a'+i)))
+	}
+	return s
+}
+
+// arrive brings task id of tenant to the lines of class.
+func (s lineScene) arrive(class, tenant, id string) {
+	s.t.Helper()
+	checks := []throttle.LineCheck{
+		{Check: throttle.Check{Key: "provider/" + class, Policy: s.window, Cost: 1}, Shared: true},
+		{Check: throttle.Check{Key: "own/" + tenant, Policy: throttle.PerSecond(100), Cost: 1}},
+	}
+	a := throttle.Arrival{Class: class, Tenant: tenant, Queue: "q", ID: id, Checks: checks}
+	if _, err := s.ls.Arrive(context.Background(), a); err != nil {
+		s.t.Fatal(err)
 	}
 }
 

@@ -13,38 +13,18 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// TestResetLines: the lines of "sms" and "email" each hold grants not
-// claimed, waiting tasks and an entry at the entrance; sms's line of acme
-// is a string and its class hash garbage. ResetLines("sms") removes
+// TestResetLines: the lines of "sms" and "email" (see lineScene) each
+// hold grants not claimed, waiting tasks and an entry at the entrance;
+// sms's line of acme is a string and its class hash garbage. ResetLines("sms") removes
 // exactly sms's keys, tasks, grants, places and entry, leaves email's as
 // they were, and sms is served again after it.
 func TestResetLines(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		ctx := context.Background()
-		ls := l.Lines(throttle.LinesConfig{})
-		window := throttle.Policy{Limit: 2, Window: 500 * time.Millisecond}
-		checks := func(class, tenant string) []throttle.LineCheck {
-			return []throttle.LineCheck{
-				{Check: throttle.Check{Key: "provider/" + class, Policy: window, Cost: 1}, Shared: true},
-				{Check: throttle.Check{Key: "own/" + tenant, Policy: throttle.PerSecond(100), Cost: 1}},
-			}
-		}
-		arrive := func(class, tenant, id string) throttle.Turn {
-			t.Helper()
-			turn, err := ls.Arrive(ctx, throttle.Arrival{Class: class, Tenant: tenant, Queue: "q", ID: id, Checks: checks(class, tenant)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return turn
-		}
-		for i, tn := range []string{"acme", "acme", "acme", "acme", "globex", "globex"} {
-			arrive("sms", tn, "s"+strconv.Itoa(i))
-		}
-		for i := range 5 {
-			arrive("email", "initech", "e"+strconv.Itoa(i))
-		}
-		time.Sleep(window.Window) // room again: the next Dispatch gives grants
+		s := newLineScene(t, rdb, l, prefix)
+		ls := s.ls
+		time.Sleep(s.window.Window) // room again: the next Dispatch gives grants
 		turn, err := ls.Dispatch(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -56,11 +36,10 @@ func TestResetLines(t *testing.T) {
 			throttle.Entry{Class: "email", Priority: 3, Tenant: "initech", Queue: "q", ID: "e9"}); err != nil {
 			t.Fatal(err)
 		}
-		k := keysOf{t: t, rdb: rdb, l: l, prefix: prefix}
-		if err := replaceWithString(ctx, rdb, k.scan("ql:sms:3:acme")); err != nil {
+		if err := replaceWithString(ctx, rdb, s.keys.scan("ql:sms:3:acme")); err != nil {
 			t.Fatal(err)
 		}
-		if err := replaceWithString(ctx, rdb, k.scan("q:sms")); err != nil {
+		if err := replaceWithString(ctx, rdb, s.keys.scan("q:sms")); err != nil {
 			t.Fatal(err)
 		}
 
@@ -124,9 +103,9 @@ func TestResetLines(t *testing.T) {
 		// sms is served again: of three new tasks the last waits, and is
 		// given its slot.
 		for _, id := range []string{"s20", "s21", "s22"} {
-			arrive("sms", "acme", id)
+			s.arrive("sms", "acme", id)
 		}
-		time.Sleep(window.Window)
+		time.Sleep(s.window.Window)
 		turn, err = ls.Dispatch(ctx)
 		if err != nil {
 			t.Fatal(err)

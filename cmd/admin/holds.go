@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/redisconn"
-	"github.com/sluicehq/sluice/throttle"
 )
 
 // mostHolds is the most holds "admin holds" lists.
@@ -19,20 +15,16 @@ const mostHolds = 1000
 func runHolds(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin holds"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
-	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix")
+	rf := addRedisFlags(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	if strings.ContainsAny(*prefix, "{}") {
-		return failf(stderr, 2, name, "--prefix %q: may not contain a brace", *prefix)
+	c, code, ok := rf.connect(ctx, name, stderr)
+	if !ok {
+		return code
 	}
-	rdb, err := redisconn.Connect(ctx, *redisURL)
-	if err != nil {
-		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
-	}
-	defer rdb.Close()
-	holds, err := throttle.NewLimiter(rdb, throttle.WithPrefix(*prefix)).Holds(ctx, mostHolds)
+	defer c.Close()
+	holds, err := c.limiter().Holds(ctx, mostHolds)
 	if err != nil {
 		return failf(stderr, 1, name, "%v", err)
 	}
@@ -52,24 +44,20 @@ func runHolds(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func runUnhold(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin unhold"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
-	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix")
+	rf := addRedisFlags(fs)
 	key := fs.String("key", "", "the hold to end, as admin holds lists it: provider/TYPE, or provider/TYPE/TENANT (required)")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	switch {
-	case !strings.HasPrefix(*key, "provider/"):
+	if !strings.HasPrefix(*key, "provider/") {
 		return failf(stderr, 2, name, "--key %q: give a hold as admin holds lists it, provider/TYPE or provider/TYPE/TENANT", *key)
-	case strings.ContainsAny(*prefix, "{}"):
-		return failf(stderr, 2, name, "--prefix %q: may not contain a brace", *prefix)
 	}
-	rdb, err := redisconn.Connect(ctx, *redisURL)
-	if err != nil {
-		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
+	c, code, ok := rf.connect(ctx, name, stderr)
+	if !ok {
+		return code
 	}
-	defer rdb.Close()
-	ended, err := throttle.NewLimiter(rdb, throttle.WithPrefix(*prefix)).Unhold(ctx, *key)
+	defer c.Close()
+	ended, err := c.limiter().Unhold(ctx, *key)
 	if err != nil {
 		return failf(stderr, 1, name, "%v", err)
 	}

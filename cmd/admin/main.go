@@ -37,9 +37,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
-	"github.com/sluicehq/sluice/throttle"
 )
 
 const synopsis = `
@@ -155,17 +153,17 @@ func selectionCode(err error) int {
 // windowFlags are the flags of the commands that read or reset a tenant's
 // windows.
 type windowFlags struct {
-	redisURL, policies, prefix, tenant, taskType *string
+	redisFlags
+	policies, tenant, taskType *string
 }
 
 // addWindowFlags defines the flags of windowFlags on fs.
 func addWindowFlags(fs *flag.FlagSet) windowFlags {
 	return windowFlags{
-		redisURL: fs.String("redis", "", redisconn.RedisURLHelp),
-		policies: fs.String("policies", "", "the workers' policies `file` (YAML)"),
-		prefix:   fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix"),
-		tenant:   fs.String("tenant", "", "tenant id (required)"),
-		taskType: fs.String("type", "", "task `type`, such as sms:send; default every type of the policies file"),
+		redisFlags: addRedisFlags(fs),
+		policies:   fs.String("policies", "", "the workers' policies `file` (YAML)"),
+		tenant:     fs.String("tenant", "", "tenant id (required)"),
+		taskType:   fs.String("type", "", "task `type`, such as sms:send; default every type of the policies file"),
 	}
 }
 
@@ -178,8 +176,9 @@ func (f windowFlags) load(name string, stderr io.Writer) (p *policies.Policies, 
 		return nil, failf(stderr, 2, name, "no tenant: set --tenant"), false
 	case *f.policies == "":
 		return nil, failf(stderr, 2, name, "no policies: set --policies or SLUICE_POLICIES to the workers' file"), false
-	case strings.ContainsAny(*f.prefix, "{}"):
-		return nil, failf(stderr, 2, name, "--prefix %q: may not contain a brace", *f.prefix), false
+	}
+	if code, ok := f.checkPrefix(name, stderr); !ok {
+		return nil, code, false
 	}
 	p, err := policies.Load(*f.policies)
 	if err != nil {

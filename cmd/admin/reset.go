@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 )
 
@@ -39,12 +37,12 @@ func runReset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return failf(stderr, 2, name, "nothing reset: give --yes to empty the %d window%s of tenant %s listed", len(reset), plural(len(reset)), *wf.tenant)
 	}
 
-	rdb, err := redisconn.Connect(ctx, *wf.redisURL)
-	if err != nil {
-		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
+	c, code, ok := wf.connect(ctx, name, stderr)
+	if !ok {
+		return code
 	}
-	defer rdb.Close()
-	reset, left, err = policies.ResetTenant(ctx, rdb, *wf.prefix, p, *wf.taskType, *rule, *wf.tenant)
+	defer c.Close()
+	reset, left, err = policies.ResetTenant(ctx, c.rdb, c.prefix, p, *wf.taskType, *rule, *wf.tenant)
 	report(stdout, "", reset, left)
 	if err != nil {
 		return failf(stderr, selectionCode(err), name, "%v", err)

@@ -69,17 +69,7 @@ func TestReset(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := newWindows(t)
-			w.send(t, "sms:send", "acme", 7) // 5 admitted, 2 places in line
-			w.send(t, "sms:send", "globex", 3)
-			w.send(t, "email:send", "acme", 2)
-			w.send(t, "email:send", "globex", 1)
-			// Five windows and hashes, and the frontier note of acme's
-			// per-hour log, which gave places in line.
-			before := w.snapshot(t)
-			if got, want := len(before), 6; got != want {
-				t.Fatalf("%d limiter keys before the reset, want %d: %v", got, want, before)
-			}
-
+			before := fillWindows(t, w)
 			args := append([]string{"reset", "--redis", redistest.URL(t), "--policies", w.path, "--prefix", w.prefix, "--tenant", "acme"}, tc.args...)
 			r := admin(t, "", args...)
 			if got, want := r.code, tc.code; got != want {
@@ -96,6 +86,22 @@ func TestReset(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fillWindows sends tasks of acme and globex of both types, and returns
+// the limiter keys they leave: five windows and hashes, and the frontier
+// note of acme's per-hour log, which gave places in line.
+func fillWindows(t *testing.T, w *windows) map[string]string {
+	t.Helper()
+	w.send(t, "sms:send", "acme", 7) // 5 admitted, 2 places in line
+	w.send(t, "sms:send", "globex", 3)
+	w.send(t, "email:send", "acme", 2)
+	w.send(t, "email:send", "globex", 1)
+	before := w.snapshot(t)
+	if got, want := len(before), 6; got != want {
+		t.Fatalf("%d limiter keys before the reset, want %d: %v", got, want, before)
+	}
+	return before
 }
 
 // TestResetNothingToReset: a selection of global rules only resets

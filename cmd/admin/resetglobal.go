@@ -5,21 +5,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
-	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
-	"github.com/sluicehq/sluice/throttle"
 )
 
 // runResetGlobal runs "admin reset-global" with args.
 func runResetGlobal(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin reset-global"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
+	rf := addRedisFlags(fs)
 	policyFile := fs.String("policies", "", "the workers' policies `file` (YAML)")
-	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix")
 	taskType := fs.String("type", "", "task `type` of the rule, such as sms:send (required)")
 	rule := fs.String("rule", "", "the global rule whose window to empty (required)")
 	yes := fs.Bool("yes", false, "reset; without it the command only says what it would reset, and exits 2")
@@ -31,8 +26,9 @@ func runResetGlobal(ctx context.Context, args []string, stdout, stderr io.Writer
 		return failf(stderr, 2, name, "give --type and --rule: the global window to empty")
 	case *policyFile == "":
 		return failf(stderr, 2, name, "no policies: set --policies or SLUICE_POLICIES to the workers' file")
-	case strings.ContainsAny(*prefix, "{}"):
-		return failf(stderr, 2, name, "--prefix %q: may not contain a brace", *prefix)
+	}
+	if code, ok := rf.checkPrefix(name, stderr); !ok {
+		return code
 	}
 	p, err := policies.Load(*policyFile)
 	if err != nil {
@@ -46,12 +42,12 @@ func runResetGlobal(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "would reset %s %s, global: every tenant's sends in its window are forgotten (key %s)\n", w.TaskType, w.Rule, w.Key)
 		return failf(stderr, 2, name, "nothing reset: give --yes to empty the window listed")
 	}
-	rdb, err := redisconn.Connect(ctx, *redisURL)
-	if err != nil {
-		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
+	c, code, ok := rf.connect(ctx, name, stderr)
+	if !ok {
+		return code
 	}
-	defer rdb.Close()
-	if _, err := policies.ResetGlobal(ctx, rdb, *prefix, p, *taskType, *rule); err != nil {
+	defer c.Close()
+	if _, err := policies.ResetGlobal(ctx, c.rdb, c.prefix, p, *taskType, *rule); err != nil {
 		return failf(stderr, selectionCode(err), name, "%v", err)
 	}
 	fmt.Fprintf(stdout, "reset %s %s, global: every tenant's sends in its window are forgotten (key %s)\n", w.TaskType, w.Rule, w.Key)

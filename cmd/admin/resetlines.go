@@ -9,8 +9,6 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -22,41 +20,37 @@ const linesLost = "lost: the tenants' order and start tags, the learned lead, th
 func runResetLines(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin reset-lines"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
-	prefix := fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys, as the workers' --prefix")
+	rf := addRedisFlags(fs)
 	taskType := fs.String("type", "", "task `type` whose fair lines to empty, such as sms:send (required)")
 	yes := fs.Bool("yes", false, "reset; without it the command only says what it would reset, and exits 2")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	switch {
-	case *taskType == "":
+	if *taskType == "" {
 		return failf(stderr, 2, name, "give --type: the task type whose lines to empty")
-	case strings.ContainsAny(*prefix, "{}"):
-		return failf(stderr, 2, name, "--prefix %q: may not contain a brace", *prefix)
 	}
-	rdb, err := redisconn.Connect(ctx, *redisURL)
-	if err != nil {
-		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
+	c, code, ok := rf.connect(ctx, name, stderr)
+	if !ok {
+		return code
 	}
-	defer rdb.Close()
-	ls := throttle.NewLimiter(rdb, throttle.WithPrefix(*prefix)).Lines(throttle.LinesConfig{})
+	defer c.Close()
+	ls := c.limiter().Lines(throttle.LinesConfig{})
 	if !*yes {
-		c, err := ls.ClassLines(ctx, *taskType)
+		cl, err := ls.ClassLines(ctx, *taskType)
 		if err != nil {
 			return failf(stderr, 1, name, "%v", err)
 		}
-		printClassLines(stdout, "would reset", c)
-		fmt.Fprintf(stdout, "would move the %d parked tasks to their queues' pending lists\n", len(c.Parked()))
+		printClassLines(stdout, "would reset", cl)
+		fmt.Fprintf(stdout, "would move the %d parked tasks to their queues' pending lists\n", len(cl.Parked()))
 		return failf(stderr, 2, name, "nothing reset: give --yes to empty the lines listed")
 	}
-	c, err := ls.ResetLines(ctx, *taskType)
+	cl, err := ls.ResetLines(ctx, *taskType)
 	if err != nil {
 		return failf(stderr, 1, name, "%v", err)
 	}
-	printClassLines(stdout, "reset", c)
+	printClassLines(stdout, "reset", cl)
 	fmt.Fprintln(stdout, linesLost)
-	moved, left := runParked(asynq.NewInspectorFromRedisClient(rdb), c.Parked())
+	moved, left := runParked(c.inspector(), cl.Parked())
 	fmt.Fprintf(stdout, "moved %d parked tasks to their queues' pending lists\n", moved)
 	if len(left) > 0 {
 		fmt.Fprintf(stdout, "%d tasks not moved (pending or running already, or gone): %s\n", len(left), strings.Join(left, "; "))

@@ -26,25 +26,7 @@ func TestResetLines(t *testing.T) {
 	ins := asynq.NewInspectorFromRedisClient(w.rdb)
 	t.Cleanup(func() { _ = ins.DeleteQueue(queue, true) })
 	ls := w.limiter.Lines(throttle.LinesConfig{})
-	full := throttle.Policy{Limit: 1, Window: time.Hour}
-	var ids []string
-	for i := range 4 {
-		info, err := client.Enqueue(asynq.NewTask("sms:send", nil), asynq.Queue(queue), asynq.ProcessIn(throttle.DefaultPark))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, info.ID)
-		if i == 3 {
-			if err := ls.Enter(ctx, throttle.Entry{Class: "sms:send", Priority: 3, Tenant: "acme", Queue: queue, ID: info.ID}); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if _, err := ls.Arrive(ctx, throttle.Arrival{Class: "sms:send", Tenant: "acme", Queue: queue, ID: info.ID,
-			Checks: []throttle.LineCheck{{Check: throttle.Check{Key: "provider/sms:send", Policy: full, Cost: 1}, Shared: true}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids := parkFour(t, client, ls, queue)
 	args := []string{"reset-lines", "--redis", redistest.URL(t), "--prefix", w.prefix, "--type", "sms:send"}
 	states := func() map[asynq.TaskState]int {
 		out := map[asynq.TaskState]int{}
@@ -99,4 +81,32 @@ func TestResetLines(t *testing.T) {
 	if len(c.Keys)+len(c.Parked()) != 0 {
 		t.Errorf("the lines of sms:send after the reset: %+v", c)
 	}
+}
+
+// parkFour enqueues four sms:send tasks of acme on queue, due when a
+// parked task is, and brings them to ls under a rule of one an hour: the
+// first admitted at once, two waiting, the last at the entrance. It
+// returns their IDs.
+func parkFour(t *testing.T, client *asynq.Client, ls *throttle.Lines, queue string) (ids []string) {
+	t.Helper()
+	ctx := context.Background()
+	full := throttle.Policy{Limit: 1, Window: time.Hour}
+	for i := range 4 {
+		info, err := client.Enqueue(asynq.NewTask("sms:send", nil), asynq.Queue(queue), asynq.ProcessIn(throttle.DefaultPark))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, info.ID)
+		if i == 3 {
+			if err := ls.Enter(ctx, throttle.Entry{Class: "sms:send", Priority: 3, Tenant: "acme", Queue: queue, ID: info.ID}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := ls.Arrive(ctx, throttle.Arrival{Class: "sms:send", Tenant: "acme", Queue: queue, ID: info.ID,
+			Checks: []throttle.LineCheck{{Check: throttle.Check{Key: "provider/sms:send", Policy: full, Cost: 1}, Shared: true}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
 }

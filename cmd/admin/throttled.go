@@ -16,8 +16,6 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/retryset"
 )
 
@@ -38,7 +36,7 @@ func (q *queueList) Set(s string) error {
 func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "admin throttled"
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
+	rf := addRedisURLFlag(fs)
 	var queues queueList
 	fs.Var(&queues, "queue", "asynq `queue` to look at; give it again for more; default every queue")
 	limit := fs.Int("limit", 50, "list at most `N` throttled tasks a queue, soonest back first (0: counts only)")
@@ -49,12 +47,12 @@ func runThrottled(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *limit < 0 {
 		return failf(stderr, 2, name, "--limit %d: must be 0 or more", *limit)
 	}
-	rdb, err := redisconn.Connect(ctx, *redisURL)
-	if err != nil {
-		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
+	c, code, ok := rf.connect(ctx, name, stderr)
+	if !ok {
+		return code
 	}
-	defer rdb.Close()
-	ins := asynq.NewInspectorFromRedisClient(rdb)
+	defer c.Close()
+	ins := c.inspector()
 	known, err := retryset.Queues(ins)
 	if err != nil {
 		return failf(stderr, 1, name, "%s", printable(err.Error()))

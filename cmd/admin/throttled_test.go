@@ -82,21 +82,7 @@ func throttledQueue(t *testing.T) (queue string, throttled []string) {
 	}
 	t.Cleanup(stop)
 
-	client := asynq.NewClientFromRedisClient(w.rdb)
-	var acme []string
-	for _, tenant := range []string{"acme", "acme", "acme", "globex", "broken"} {
-		task, err := producer.NewSMSTask(tenant, producer.SMS{To: "+15551234567", Body: "hi"}, asynq.MaxRetry(3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := client.Enqueue(task, asynq.Queue(queue))
-		if err != nil {
-			t.Fatalf("enqueue: %v", err)
-		}
-		if tenant == "acme" {
-			acme = append(acme, info.ID)
-		}
-	}
+	acme := enqueueSMS(t, asynq.NewClientFromRedisClient(w.rdb), queue, "acme", "acme", "acme", "globex", "broken")
 	var tenants []string
 	var returned []error
 	deadline := time.After(waitFor)
@@ -115,10 +101,35 @@ func throttledQueue(t *testing.T) (queue string, throttled []string) {
 	if diff := cmp.Diff([]string{"acme", "broken", "globex"}, tenants); diff != "" {
 		t.Fatalf("the handler ran for (-want +got):\n%s", diff)
 	}
+	return queue, retried(t, w, queue, acme)
+}
 
-	// What the test expects, as asynq's inspector sees it.
-	ins := asynq.NewInspectorFromRedisClient(w.rdb)
-	infos, err := ins.ListRetryTasks(queue)
+// enqueueSMS enqueues an SMS task on queue for each of tenants, and returns
+// the IDs of acme's.
+func enqueueSMS(t *testing.T, client *asynq.Client, queue string, tenants ...string) (acme []string) {
+	t.Helper()
+	for _, tenant := range tenants {
+		task, err := producer.NewSMSTask(tenant, producer.SMS{To: "+15551234567", Body: "hi"}, asynq.MaxRetry(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := client.Enqueue(task, asynq.Queue(queue))
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		if tenant == "acme" {
+			acme = append(acme, info.ID)
+		}
+	}
+	return acme
+}
+
+// retried returns the IDs of those of acme's tasks that are in queue's
+// retry set, as asynq's inspector sees it, once it has checked that the
+// set holds what throttledQueue expects: 3 tasks, 2 of them acme's.
+func retried(t *testing.T, w *windows, queue string, acme []string) (throttled []string) {
+	t.Helper()
+	infos, err := asynq.NewInspectorFromRedisClient(w.rdb).ListRetryTasks(queue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +141,7 @@ func throttledQueue(t *testing.T) (queue string, throttled []string) {
 	if len(infos) != 3 || len(throttled) != 2 {
 		t.Fatalf("the retry set holds %d tasks, %d of them acme's; want 3 and 2", len(infos), len(throttled))
 	}
-	return queue, throttled
+	return throttled
 }
 
 // TestThrottled: throttled lists the tasks that a real worker.Throttle sent
@@ -141,43 +152,10 @@ func TestThrottled(t *testing.T) {
 	t.Parallel()
 	queue, ids := throttledQueue(t)
 	url := redistest.URL(t)
-
-	r := admin(t, "", "throttled", "--redis", url, "--queue", queue, "--json")
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("exit status %d, stderr %q", r.code, r.stderr)
-	}
-	var got []retryset.Queue
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-		t.Fatalf("stdout is not a JSON array of queues: %v\n%s", err, r.stdout)
-	}
-	if len(got) != 1 {
-		t.Fatalf("%d queues, want 1:\n%s", len(got), r.stdout)
-	}
-	var gotIDs []string
-	for _, task := range got[0].Tasks {
-		gotIDs = append(gotIDs, task.ID)
-		// Places a window apart: an hour, then two.
-		if back := time.Until(task.NextProcessAt); back < 50*time.Minute || back > 2*time.Hour+time.Second {
-			t.Errorf("task %s back in %v, want an hour or two, at its place in line", task.ID, back)
-		}
-		if !strings.HasPrefix(task.LastErr, "throttled by rule per-hour; back in ") {
-			t.Errorf("task %s: last error %q", task.ID, task.LastErr)
-		}
-		task.ID, task.NextProcessAt, task.LastErr = "", time.Time{}, ""
-		want := retryset.Task{Queue: queue, Type: "sms:send", Tenant: "acme", Throttled: true, By: "rule per-hour", Rule: "per-hour"}
-		if diff := cmp.Diff(want, task); diff != "" {
-			t.Errorf("task (-want +got):\n%s", diff)
-		}
-	}
-	if diff := cmp.Diff(ids, gotIDs); diff != "" {
-		t.Errorf("tasks listed (-want +got), soonest back first:\n%s", diff)
-	}
-	if got[0].Throttled != 2 || got[0].Failed != 1 {
-		t.Errorf("counted %d throttled and %d failed, want 2 and 1", got[0].Throttled, got[0].Failed)
-	}
+	checkThrottledJSON(t, url, queue, ids)
 
 	// The table, then the count.
-	r = admin(t, "", "throttled", "--redis", url, "--queue", queue)
+	r := admin(t, "", "throttled", "--redis", url, "--queue", queue)
 	table := lines(r.stdout)
 	if len(table) != 4 {
 		t.Fatalf("stdout has %d lines, want a header, 2 tasks and a count:\n%s", len(table), r.stdout)
@@ -224,6 +202,45 @@ func TestThrottled(t *testing.T) {
 	r = admin(t, "", "throttled", "--redis", url, "--limit", "0")
 	if r.code != 0 || !strings.Contains(r.stdout, "queue "+queue+": 2 throttled (0 listed), 1 failed") {
 		t.Errorf("exit status %d, stdout without the queue %s:\n%s", r.code, queue, r.stdout)
+	}
+}
+
+// checkThrottledJSON checks what "admin throttled --json" says of queue,
+// whose retry set holds acme's throttled tasks ids and a failed task.
+func checkThrottledJSON(t *testing.T, url, queue string, ids []string) {
+	t.Helper()
+	r := admin(t, "", "throttled", "--redis", url, "--queue", queue, "--json")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit status %d, stderr %q", r.code, r.stderr)
+	}
+	var got []retryset.Queue
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout is not a JSON array of queues: %v\n%s", err, r.stdout)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d queues, want 1:\n%s", len(got), r.stdout)
+	}
+	var gotIDs []string
+	for _, task := range got[0].Tasks {
+		gotIDs = append(gotIDs, task.ID)
+		// Places a window apart: an hour, then two.
+		if back := time.Until(task.NextProcessAt); back < 50*time.Minute || back > 2*time.Hour+time.Second {
+			t.Errorf("task %s back in %v, want an hour or two, at its place in line", task.ID, back)
+		}
+		if !strings.HasPrefix(task.LastErr, "throttled by rule per-hour; back in ") {
+			t.Errorf("task %s: last error %q", task.ID, task.LastErr)
+		}
+		task.ID, task.NextProcessAt, task.LastErr = "", time.Time{}, ""
+		want := retryset.Task{Queue: queue, Type: "sms:send", Tenant: "acme", Throttled: true, By: "rule per-hour", Rule: "per-hour"}
+		if diff := cmp.Diff(want, task); diff != "" {
+			t.Errorf("task (-want +got):\n%s", diff)
+		}
+	}
+	if diff := cmp.Diff(ids, gotIDs); diff != "" {
+		t.Errorf("tasks listed (-want +got), soonest back first:\n%s", diff)
+	}
+	if got[0].Throttled != 2 || got[0].Failed != 1 {
+		t.Errorf("counted %d throttled and %d failed, want 2 and 1", got[0].Throttled, got[0].Failed)
 	}
 }
 

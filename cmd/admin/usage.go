@@ -8,8 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -31,12 +29,12 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if _, err := policies.Windows(p, *wf.taskType, "", *wf.tenant); err != nil {
 		return failf(stderr, selectionCode(err), name, "%v", err)
 	}
-	rdb, err := redisconn.Connect(ctx, *wf.redisURL)
-	if err != nil {
-		return failf(stderr, cli.ExitStatus(err), name, "%v", err)
+	c, code, ok := wf.connect(ctx, name, stderr)
+	if !ok {
+		return code
 	}
-	defer rdb.Close()
-	usage, err := policies.Usage(ctx, rdb, *wf.prefix, p, *wf.taskType, *wf.tenant)
+	defer c.Close()
+	usage, err := policies.Usage(ctx, c.rdb, c.prefix, p, *wf.taskType, *wf.tenant)
 	if err != nil {
 		return failf(stderr, selectionCode(err), name, "%v", err)
 	}
