@@ -4,12 +4,12 @@ import (
 	"context"
 	"flag"
 	"io"
-	"strings"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/keyspace"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -38,7 +38,7 @@ func addRedisURLFlag(fs *flag.FlagSet) redisFlags {
 // tag itself), before the command reads a file or Redis. ok is false when
 // the command should return code, the error printed.
 func (f redisFlags) checkPrefix(name string, stderr io.Writer) (code int, ok bool) {
-	if f.prefix != nil && strings.ContainsAny(*f.prefix, "{}") {
+	if f.prefix != nil && keyspace.CheckPrefix(*f.prefix) != nil {
 		return failf(stderr, 2, name, "--prefix %q: may not contain a brace", *f.prefix), false
 	}
 	return 0, true

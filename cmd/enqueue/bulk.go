@@ -14,10 +14,10 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/keyspace"
 	"github.com/sluicehq/sluice/internal/readlimit"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/throttle"
 )
 
 const bulkSynopsis = `
@@ -56,7 +56,7 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
 	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue of the lines without one")
-	prefix := fs.String("prefix", throttle.DefaultPrefix, prefixHelp)
+	prefix := fs.String("prefix", keyspace.DefaultPrefix, prefixHelp)
 	skipInvalid := fs.Bool("skip-invalid", false, "enqueue the valid lines even when some are invalid")
 	if code, ok := parseFlags(fs, args, bulkSynopsis, stdout, stderr, "FILE"); !ok {
 		return code

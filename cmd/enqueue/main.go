@@ -24,9 +24,9 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/keyspace"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/producer"
-	"github.com/sluicehq/sluice/throttle"
 )
 
 const synopsis = `
@@ -99,7 +99,7 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
 	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	queue := fs.String("queue", "default", "asynq queue")
-	prefix := fs.String("prefix", throttle.DefaultPrefix, prefixHelp)
+	prefix := fs.String("prefix", keyspace.DefaultPrefix, prefixHelp)
 	tenant := fs.String("tenant", "", "tenant id")
 	to := fs.String("to", "", "recipient: E.164 number (sms) or address (email)")
 	body := fs.String("body", "", "message text")
@@ -108,7 +108,7 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	count := fs.Int("count", 1, "how many distinct tasks")
 	id := fs.String("id", "", "task ID, for idempotent enqueue")
 	maxRetry := fs.Int("max-retry", producer.DefaultMaxRetry, "retries after real failures (throttling never spends them)")
-	priority := fs.Int("priority", throttle.DefaultPriority,
+	priority := fs.Int("priority", producer.DefaultPriority,
 		"1 (most urgent) to 5: among tasks waiting for a shared limit, the more urgent goes first; each less urgent priority keeps a share")
 	if code, ok := parseFlags(fs, args, synopsis, stdout, stderr); !ok {
 		return code
