@@ -7,7 +7,8 @@ KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 ARGV[7]   class       ARGV[8]   level (1 most urgent .. 5)
 ARGV[9]   tenant      ARGV[10]  weight
 ARGV[11]  queue       ARGV[12]  task id
-ARGV[13]  rules, a JSON array (lines_head.lua)
+ARGV[13+6i] .. ARGV[18+6i]  rule i (from 0): key, limit, window us, cost,
+          algorithm, shared (lines_head.lua)
 
 Reply: the bare integer 1 when admitted at once by the first common case;
 else {outcome, wait, -1, by, queue1, id1, ...}:
@@ -20,11 +21,10 @@ else {outcome, wait, -1, by, queue1, id1, ...}:
 ]]
 -- #include lines_head.lua
 local class, level, tenant = ARGV[7], tonumber(ARGV[8]), ARGV[9]
-local weight, queue, id, rulesText = tonumber(ARGV[10]), ARGV[11], ARGV[12], ARGV[13]
-local rules = cjson.decode(rulesText)
+local weight, queue, id = tonumber(ARGV[10]), ARGV[11], ARGV[12]
 local allLogs = true
-for _, rule in ipairs(rules) do
-  allLogs = allLogs and rule.algorithm == 'sliding-log'
+for i = 13, #ARGV, 6 do
+  allLogs = allLogs and ARGV[i + 4] == 'sliding-log'
 end
 
 -- The most common arrival first: a task new to the lines whose rules are
@@ -40,31 +40,32 @@ end
 if not known and allLogs and not wakeAt and
   redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
   local fits, counts = true, {}
-  for i, rule in ipairs(rules) do
-    redis.call('ZREMRANGEBYSCORE', rule.key, '-inf', now - rule.window)
-    counts[i] = redis.call('ZCARD', rule.key)
-    if counts[i] + rule.cost > rule.limit then
+  for i = 13, #ARGV, 6 do
+    redis.call('ZREMRANGEBYSCORE', ARGV[i], '-inf', now - ARGV[i + 2])
+    counts[i] = redis.call('ZCARD', ARGV[i])
+    if counts[i] + ARGV[i + 3] > tonumber(ARGV[i + 1]) then
       fits = false
       break
     end
   end
   if fits then
     local member = clock[1] .. '.' .. clock[2] .. '-c' .. id .. '#'
-    for i, rule in ipairs(rules) do
-      if rule.cost == 1 then
-        redis.call('ZADD', rule.key, now, member .. 1)
+    for i = 13, #ARGV, 6 do
+      local key, cost = ARGV[i], tonumber(ARGV[i + 3])
+      if cost == 1 then
+        redis.call('ZADD', key, now, member .. 1)
       else
         local args = {}
-        for j = 1, rule.cost do
+        for j = 1, cost do
           args[2 * j - 1], args[2 * j] = now, member .. j
         end
-        redis.call('ZADD', rule.key, unpack(args))
+        redis.call('ZADD', key, unpack(args))
       end
-      local ttl = math.floor(rule.window / 1000) + 1
+      local ttl = math.floor(ARGV[i + 2] / 1000) + 1
       if counts[i] == 0 then
-        redis.call('PEXPIRE', rule.key, ttl)
+        redis.call('PEXPIRE', key, ttl)
       else
-        redis.call('PEXPIRE', rule.key, ttl, 'GT')
+        redis.call('PEXPIRE', key, ttl, 'GT')
       end
     end
     return 1
@@ -72,6 +73,10 @@ if not known and allLogs and not wakeAt and
 end
 
 -- #include lines_base.lua
+
+-- The rules as the flow stores them, and read.
+local rulesText = cjson.encode({unpack(ARGV, 13)})
+local rules = rulesFrom(ARGV, 13)
 
 -- The other common arrival: a task new to the lines, its rules all
 -- sliding logs, whose class waits and is not due before wakeAt, while no

@@ -5,7 +5,8 @@ after putting the tasks parked at enqueue in their lines
 
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 ARGV[7]    entering: a JSON array of {c class, l level, t tenant, q queue,
-           id task id, w weight, r rules (JSON)}, or absent. Without r the
+           id task id, w weight, r rules (their values as strings, six a
+           rule: lines_head.lua)}, or absent. Without r the
            task is not limited by the rules in force and is released
            (replied as a grant); without c its entry only goes; with s
            (stale: its task comes back by itself) it only goes
@@ -17,6 +18,24 @@ the next call may give a grant (-1: nothing waits); queue, id as in
 arrive.lua.
 ]]
 -- #include lines_head.lua
+
+-- nextWake is the time in us until some class or grant needs a dispatch (0:
+-- now), or -1 when nothing waits.
+local function nextWake()
+  local class = redis.call('ZRANGE', kwake, 0, 0, 'WITHSCORES')
+  local grant = redis.call('ZRANGE', kgrants, 0, 0, 'WITHSCORES')
+  local at = nil
+  if class[2] then
+    at = tonumber(class[2])
+  end
+  if grant[2] then
+    at = math.min(at or math.huge, tonumber(grant[2]) + late + 1)
+  end
+  if not at then
+    return -1
+  end
+  return math.max(0, at - now)
+end
 
 -- The most common call first: nothing entering, no class due and no grant
 -- lapsed (the other loops' calls between two slots).
@@ -63,8 +82,8 @@ local function enter(x, text)
   local err
   ok, err = pcall(function()
     local flow = flowOf(x.c, x.l, x.t)
-    flow.weight, flow.rules, flow.raw, flow.known = x.w, cjson.decode(x.r), x.r, true
-    redis.call('HSET', flow.key, 'w', tag(x.w), 'r', x.r, 'f', tag(flow.finish))
+    flow.weight, flow.rules, flow.raw, flow.known = x.w, rulesFrom(x.r), cjson.encode(x.r), true
+    redis.call('HSET', flow.key, 'w', tag(x.w), 'r', flow.raw, 'f', tag(flow.finish))
     redis.call('PEXPIRE', flow.key, flowTTL)
     redis.call('RPUSH', kline(x.c, x.l, x.t), entry(x.q, x.id))
     redis.call('HSET', ktasks, x.id, cjson.encode({s = 'W', c = x.c, l = x.l, t = x.t, q = x.q}))

@@ -133,10 +133,14 @@ type Arrival struct {
 	Weight float64
 	Queue  string
 	ID     string
-	Rules  string // a JSON array of rules (lines_head.lua)
+	Rules  []string // the rules, six values each (lines_head.lua)
 }
 
 // Args returns the arrival's ARGV from ARGV[7].
 func (a Arrival) Args() []any {
-	return []any{a.Class, a.Level, a.Tenant, strconv.FormatFloat(a.Weight, 'g', -1, 64), a.Queue, a.ID, a.Rules}
+	args := []any{a.Class, a.Level, a.Tenant, strconv.FormatFloat(a.Weight, 'g', -1, 64), a.Queue, a.ID}
+	for _, v := range a.Rules {
+		args = append(args, v)
+	}
+	return args
 }

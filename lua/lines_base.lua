@@ -34,6 +34,17 @@ local function unentry(text)
   return {queue = string.sub(rest, 1, n), id = string.sub(rest, n + 1)}
 end
 
+-- rulesFrom reads flat, the rules as values six by six from index first,
+-- into tables: {key, limit, window, cost, algorithm, shared}.
+local function rulesFrom(flat, first)
+  local rules = {}
+  for i = first or 1, #flat, 6 do
+    rules[#rules + 1] = {key = flat[i], limit = tonumber(flat[i + 1]), window = tonumber(flat[i + 2]),
+      cost = tonumber(flat[i + 3]), algorithm = flat[i + 4], shared = tonumber(flat[i + 5])}
+  end
+  return rules
+end
+
 -- logFree is the earliest time at or after `at` at which sliding log key
 -- (limit, window) has room for cost, counting every member, places too.
 local function logFree(key, limit, window, cost, at)

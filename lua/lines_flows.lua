@@ -1,7 +1,8 @@
 -- lines_flows.lua: flows, their tags and their grants taken back, damage
 -- set aside, and the reply. Included after lines_logs.lua.
 
--- Flows, read once a call: finish tag, weight and rules (JSON, and `raw`).
+-- Flows, read once a call: finish tag, weight and rules (and `raw`, their
+-- stored text).
 local flows = {}
 local function flowOf(class, level, tenant)
   local key = kflow(class, level, tenant)
@@ -9,7 +10,8 @@ local function flowOf(class, level, tenant)
   if not flow then
     local h = redis.call('HMGET', key, 'f', 'w', 'r')
     flow = {class = class, level = level, tenant = tenant, key = key, finish = tonumber(h[1]) or 0,
-      weight = tonumber(h[2]) or 1, rules = h[3] and cjson.decode(h[3]) or {}, raw = h[3] or '', known = h[3] ~= nil}
+      weight = tonumber(h[2]) or 1, rules = h[3] and rulesFrom(cjson.decode(h[3])) or {}, raw = h[3] or '',
+      known = h[3] ~= nil}
     flows[key] = flow
   end
   return flow
@@ -93,10 +95,11 @@ end
 local function culprit(class, level, tenant)
   local want = {[kline(class, level, tenant)] = 'list', [kflow(class, level, tenant)] = 'hash'}
   local ok, raw = pcall(redis.call, 'HGET', kflow(class, level, tenant), 'r')
-  local decoded, rules = pcall(cjson.decode, ok and raw or '[]')
-  for _, rule in ipairs(decoded and type(rules) == 'table' and rules or {}) do
-    if type(rule) == 'table' and type(rule.key) == 'string' then
-      want[rule.key] = rule.algorithm == 'sliding-log' and 'zset' or 'hash'
+  local decoded, flat = pcall(cjson.decode, ok and raw or '[]')
+  flat = decoded and type(flat) == 'table' and flat or {}
+  for i = 1, #flat, 6 do
+    if type(flat[i]) == 'string' then
+      want[flat[i]] = flat[i + 4] == 'sliding-log' and 'zset' or 'hash'
     end
   end
   for key, kind in pairs(want) do

@@ -18,8 +18,10 @@ hash tag ("sluice:{limits}"), shared with the windows the lines serve.
   <base>qn:<class>:<span> hash grants per tenant in a share span
   <base>qe               list  the entrance: tasks parked at enqueue
 
-A rule is JSON {key, limit, window (us), cost, algorithm, shared (1: of
-the class, 0: the tenant's own)}.
+A rule comes as six values: key, limit, window (us), cost, algorithm,
+shared (1: of the class, 0: the tenant's own). A flow stores its rules as
+the JSON array of those values as strings (cjson.encode of them, so that
+every script writes the same text), and a grant the SHA-1 of that text.
 
 KEYS[1]  <base>qw    KEYS[2]  <base>qt    KEYS[3]  <base>qg
          the operation's own keys follow, from KEYS[4]
@@ -38,24 +40,6 @@ local base = ARGV[1]
 local kwake, ktasks, kgrants = KEYS[1], KEYS[2], KEYS[3]
 local tolerance = tonumber(ARGV[3])
 local late = math.max(tolerance, tonumber(ARGV[6]))
-
--- nextWake is the time in us until some class or grant needs a dispatch (0:
--- now), or -1 when nothing waits.
-local function nextWake()
-  local class = redis.call('ZRANGE', kwake, 0, 0, 'WITHSCORES')
-  local grant = redis.call('ZRANGE', kgrants, 0, 0, 'WITHSCORES')
-  local at = nil
-  if class[2] then
-    at = tonumber(class[2])
-  end
-  if grant[2] then
-    at = math.min(at or math.huge, tonumber(grant[2]) + late + 1)
-  end
-  if not at then
-    return -1
-  end
-  return math.max(0, at - now)
-end
 
 -- wakeClass makes class due now, and its blocked flows (blocked, the key
 -- <base>qb:<class>) with it: their own rules may have room the lines did

@@ -95,14 +95,14 @@ func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error)
 	}
 	stale := time.Now().Add(-entryStale).UnixMilli()
 	type entering struct {
-		S  bool    `json:"s,omitempty"`
-		C  string  `json:"c,omitempty"`
-		L  int     `json:"l,omitempty"`
-		T  string  `json:"t,omitempty"`
-		Q  string  `json:"q,omitempty"`
-		ID string  `json:"id,omitempty"`
-		W  float64 `json:"w,omitempty"`
-		R  string  `json:"r,omitempty"`
+		S  bool     `json:"s,omitempty"`
+		C  string   `json:"c,omitempty"`
+		L  int      `json:"l,omitempty"`
+		T  string   `json:"t,omitempty"`
+		Q  string   `json:"q,omitempty"`
+		ID string   `json:"id,omitempty"`
+		W  float64  `json:"w,omitempty"`
+		R  []string `json:"r,omitempty"`
 	}
 	batch := make([]entering, len(raw))
 	for i, r := range raw {

@@ -20,7 +20,7 @@ func ClockedLines(ls *Lines, clockKey string) *Lines {
 	edits := []struct{ old, new string }{
 		{"local clock = redis.call('TIME')", "local clock = (redis.raw or redis).call('HMGET', '" + clockKey + "', 's', 'us')"},
 		{"local need = math.floor((place + window - now) / 1000) + 1", "local need = math.floor((place + window - now) / 1000) + 3600001"},
-		{"local ttl = math.floor(rule.window / 1000) + 1", "local ttl = math.floor(rule.window / 1000) + 3600001"},
+		{"local ttl = math.floor(ARGV[i + 2] / 1000) + 1", "local ttl = math.floor(ARGV[i + 2] / 1000) + 3600001"},
 		{"redis.call('PEXPIRE', key, floor(reset / 1000) + 1)", "redis.call('PEXPIRE', key, floor(reset / 1000) + 3600001)"},
 	}
 	scripts := lua.NewLineScripts(func(name, src string) string {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -182,16 +183,6 @@ type Turn struct {
 	By int
 }
 
-// lineRule is a rule as the lines' scripts read it (lua/lines_head.lua).
-type lineRule struct {
-	Key       string `json:"key"`
-	Limit     int    `json:"limit"`
-	Window    int64  `json:"window"` // microseconds
-	Cost      int    `json:"cost"`
-	Algorithm string `json:"algorithm"`
-	Shared    int    `json:"shared"` // 1: a rule of the class, 0: the tenant's own
-}
-
 // Arrive asks for a task at a worker: it claims the task's grant, or admits
 // it at once when nothing waits and every key has room, or puts it in its
 // line and gives the slots due (to it or to others); see Turn.
@@ -349,11 +340,11 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 		return ls.l.err
 	}
 	type refresh struct {
-		C string  `json:"c"`
-		L int     `json:"l"`
-		T string  `json:"t"`
-		W float64 `json:"w"`
-		R string  `json:"r"`
+		C string   `json:"c"`
+		L int      `json:"l"`
+		T string   `json:"t"`
+		W float64  `json:"w"`
+		R []string `json:"r"`
 	}
 	batch := make([]refresh, 0, len(flows))
 	for _, f := range flows {
@@ -387,10 +378,11 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 }
 
 // rules validates checks and returns them as the lines' scripts read
-// them (JSON), and their group.
-func (ls *Lines) rules(lc []LineCheck) (string, string, error) {
+// them, six values a rule (key, limit, window in microseconds, cost,
+// algorithm, 1 if shared else 0: lua/lines_head.lua), and their group.
+func (ls *Lines) rules(lc []LineCheck) ([]string, string, error) {
 	if len(lc) == 0 {
-		return "[]", encodeKeyPart(DefaultGroup), nil
+		return nil, encodeKeyPart(DefaultGroup), nil
 	}
 	checks := make([]Check, len(lc))
 	for i, c := range lc {
@@ -398,15 +390,18 @@ func (ls *Lines) rules(lc []LineCheck) (string, string, error) {
 	}
 	keys, group, err := ls.l.resolve(checks)
 	if err != nil {
-		return "", "", err
+		return nil, "", err
 	}
-	rules := make([]lineRule, len(lc))
+	flat := make([]string, 0, 6*len(lc))
 	for i, c := range lc {
-		rules[i] = lineRule{Key: keys[i], Limit: c.Policy.Limit, Window: c.Policy.Window.Microseconds(), Cost: c.Cost,
-			Algorithm: c.Policy.Algorithm.String(), Shared: b2i(c.Shared)}
+		if !utf8.ValidString(keys[i]) {
+			// JSON, which carries a flow's stored rules, would change it.
+			return nil, "", fmt.Errorf("%w: key %s is not valid UTF-8, which the fair lines carry in JSON", ErrInvalidKey, Quote(c.Key))
+		}
+		flat = append(flat, keys[i], strconv.Itoa(c.Policy.Limit), strconv.FormatInt(c.Policy.Window.Microseconds(), 10),
+			strconv.Itoa(c.Cost), c.Policy.Algorithm.String(), strconv.Itoa(b2i(c.Shared)))
 	}
-	enc, err := json.Marshal(rules)
-	return string(enc), group, err
+	return flat, group, nil
 }
 
 // settings are the ARGV every lines script of group is given first.

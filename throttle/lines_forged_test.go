@@ -45,10 +45,10 @@ func TestLinesForgedRules(t *testing.T) {
 			t.Fatalf("flow keys %v, want one", flows)
 		}
 		stored, err := rdb.HGet(ctx, flows[0], "r").Result()
-		if err != nil || !strings.Contains(stored, `"limit":5,`) {
+		if err != nil || !strings.Contains(stored, `","5","1000000",`) {
 			t.Fatalf("stored rules %q (%v), want a limit of 5", stored, err)
 		}
-		if err := rdb.HSet(ctx, flows[0], "r", strings.Replace(stored, `"limit":5,`, `"limit":1000,`, 1)).Err(); err != nil {
+		if err := rdb.HSet(ctx, flows[0], "r", strings.Replace(stored, `","5","1000000",`, `","1000","1000000",`, 1)).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if err := ls.Wake(ctx, "sms"); err != nil {

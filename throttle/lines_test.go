@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -639,6 +640,24 @@ func TestLinesCounterRule(t *testing.T) {
 		c := s.count(0, 5*time.Second)
 		if j := arrivals.Jain(float64(c["acme"]), float64(c["globex"])); j < 0.95 {
 			t.Errorf("sends %v: Jain's index %.3f", c, j)
+		}
+	})
+}
+
+// TestLinesRefuseKeysNotUTF8: a check whose key is not valid UTF-8 is
+// refused before Redis: JSON, which carries the lines' rules, would turn
+// it into another key than the limiter's, and split its limit in two.
+func TestLinesRefuseKeysNotUTF8(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
+		ls := l.Lines(throttle.LinesConfig{})
+		_, err := ls.Arrive(context.Background(), throttle.Arrival{Class: "sms", Tenant: "acme", Queue: "q", ID: "t1",
+			Checks: []throttle.LineCheck{{Check: throttle.Check{Key: "tenant:\xff", Policy: throttle.Policy{Limit: 1, Window: time.Second}, Cost: 1}}}})
+		if !errors.Is(err, throttle.ErrInvalidKey) || !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Fatalf("Arrive with a key not UTF-8: %v, want ErrInvalidKey naming it", err)
+		}
+		if n, _ := rdb.HLen(context.Background(), prefix+"{limits}qt").Result(); n != 0 {
+			t.Errorf("the refused arrival wrote %d tasks", n)
 		}
 	})
 }

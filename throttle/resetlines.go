@@ -271,16 +271,17 @@ func (f *foundClass) placesOf(ctx context.Context, rdb redis.UniversalClient, gr
 		if err != nil {
 			continue // no rules, or a damaged hash: its places leave with the window
 		}
-		var rules []lineRule
-		if json.Unmarshal([]byte(r), &rules) != nil {
+		var flat []string // six values a rule: lua/lines_head.lua
+		if json.Unmarshal([]byte(r), &flat) != nil {
 			continue
 		}
-		for _, rule := range rules {
-			if rule.Algorithm != SlidingLog.String() {
+		for i := 0; i+5 < len(flat); i += 6 {
+			cost, err := strconv.Atoi(flat[i+3])
+			if flat[i+4] != SlidingLog.String() || err != nil {
 				continue
 			}
-			for j := 1; j <= rule.Cost; j++ {
-				f.places[rule.Key] = append(f.places[rule.Key], "@"+id+"#"+strconv.Itoa(j))
+			for j := 1; j <= cost; j++ {
+				f.places[flat[i]] = append(f.places[flat[i]], "@"+id+"#"+strconv.Itoa(j))
 			}
 		}
 	}
