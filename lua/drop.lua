@@ -1,30 +1,45 @@
 --[[
 drop.lua: a task that no longer exists (deleted from its queue) leaves its
-line; an unclaimed grant's places go with it, and its class is due.
+line; an unclaimed grant's places go with it, and its class is due. The
+caller looks first (its record, its flow's stored rules) and names the
+keys; a record or rules changed since make the script touch nothing.
 
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
-ARGV[7]  task id
+KEYS[4]   the task's line, <base>ql:<class>:<level>:<tenant>
+KEYS[5]   its flow's hash, <base>qf:<class>:<level>:<tenant>
+KEYS[6..] a granted task's sliding logs, each followed by its frontier
+          note (the log's key with 'p' after the hash tag)
+ARGV[7]   task id
+ARGV[8]   its record in <base>qt as the caller read it
+ARGV[9]   a granted task's flow's stored rules as read (field r), else ''
 
-Reply: {0, 0, -1, 0}, then a pair ('', what Redis refused) per refusal.
+Reply: {0, 0, -1, 0}; {1, 0, -1, 0} when the record or the rules changed
+since the caller read them: it looks again.
 ]]
 -- #include lines_head.lua
 -- #include lines_base.lua
 -- #include counters.lua
 -- #include lines_logs.lua
--- #include lines_flows.lua
 
 local id = ARGV[7]
-reap()
 local raw = redis.call('HGET', ktasks, id)
-if raw then
-  local task = cjson.decode(raw)
-  if task.s == 'G' then
-    unplace(flowOf(task.c, task.l, task.t).rules, id)
-    redis.call('ZREM', kgrants, id)
-    redis.call('ZADD', kwake, 'XX', now, task.c) -- its slot is free again
-  else
-    redis.call('LREM', kline(task.c, task.l, task.t), 1, entry(task.q, id))
-  end
-  redis.call('HDEL', ktasks, id)
+if not raw then
+  return {0, 0, -1, 0}
+elseif raw ~= ARGV[8] then
+  return {1, 0, -1, 0}
 end
-return reply(0, 0)
+local task = cjson.decode(raw)
+if task.s == 'G' then
+  if (redis.call('HGET', KEYS[5], 'r') or '') ~= ARGV[9] then
+    return {1, 0, -1, 0}
+  end
+  if ARGV[9] ~= '' then -- no rules (an expired hash): no places to find
+    unplace(rulesFrom(cjson.decode(ARGV[9])), id)
+  end
+  redis.call('ZREM', kgrants, id)
+  redis.call('ZADD', kwake, 'XX', now, task.c) -- its slot is free again
+else
+  redis.call('LREM', KEYS[4], 1, entry(task.q, id))
+end
+redis.call('HDEL', ktasks, id)
+return {0, 0, -1, 0}

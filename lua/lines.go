@@ -27,8 +27,6 @@ const keyCheckEnv = "SLUICE_LUA_KEYCHECK"
 var undeclared = map[string]string{
 	"arrive.lua":   "builds its flow's keys and, in its step, other flows' and their logs'",
 	"dispatch.lua": "builds the keys of the flows it serves and of their logs",
-	"drop.lua":     "builds its task's flow keys and its rules' logs from the stored rules",
-	"refresh.lua":  "builds the keys of the flows it is given",
 	"waiting.lua":  "builds the keys of the flows it lists",
 }
 

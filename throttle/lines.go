@@ -258,19 +258,81 @@ func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 // Drop takes task id, which no longer exists (deleted from its queue), out
 // of its line; if it had a grant its task never claimed, the places go
 // with it, and the dispatch loops of every process are woken (Wakeups) to
-// give the slot again. A task that is in no line is not an error.
+// give the slot again. A task that is in no line is not an error. It
+// reads the task's entry first, to name its keys to the script, and reads
+// again (up to three times) when the entry changes meanwhile.
 func (ls *Lines) Drop(ctx context.Context, id string) error {
 	if ls.l.err != nil {
 		return ls.l.err
 	}
 	group := encodeKeyPart(DefaultGroup)
-	if _, err := ls.run(ctx, ls.scripts.Drop, group, id); err != nil {
-		return fmt.Errorf("throttle: drop %s from the lines: %w", id, err)
+	fail := func(err error) error { return fmt.Errorf("throttle: drop %s from the lines: %w", id, err) }
+	for again := 0; ; again++ {
+		keys, args, err := ls.dropLook(ctx, group, id)
+		if err != nil {
+			return fail(err)
+		}
+		if keys == nil {
+			break // in no line
+		}
+		t, err := ls.runKeys(ctx, ls.scripts.Drop, group, keys, args...)
+		if err != nil {
+			return fail(err)
+		}
+		if t.Outcome == 0 {
+			break
+		}
+		if again == 2 {
+			return fail(errors.New("its entry changed three times while it was dropped"))
+		}
 	}
 	if err := ls.publishWake(ctx, group); err != nil {
-		return fmt.Errorf("throttle: drop %s from the lines: %w", id, err)
+		return fail(err)
 	}
 	return nil
+}
+
+// dropLook reads task id's record and, for a grant, its flow's stored
+// rules, and returns drop.lua's own KEYS and ARGV; no keys when the task
+// is in no line.
+func (ls *Lines) dropLook(ctx context.Context, group, id string) ([]string, []any, error) {
+	base := ls.base(group)
+	raw, err := ls.l.rdb.HGet(ctx, base+"qt", id).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var task struct {
+		State string          `json:"s"`
+		Start json.RawMessage `json:"S"` // read, so that "S" is not taken for "s"
+		C     string          `json:"c"`
+		L     int             `json:"l"`
+		T     string          `json:"t"`
+	}
+	if err := json.Unmarshal([]byte(raw), &task); err != nil {
+		return nil, nil, fmt.Errorf("its entry %.80q: %w", raw, err)
+	}
+	flow := task.C + ":" + strconv.Itoa(task.L) + ":" + task.T
+	keys := []string{base + "ql:" + flow, base + "qf:" + flow}
+	rules := ""
+	if task.State == "G" {
+		rules, err = ls.l.rdb.HGet(ctx, base+"qf:"+flow, "r").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, nil, err
+		}
+		var flat []string // six values a rule: lua/lines_head.lua
+		if err := json.Unmarshal([]byte(rules), &flat); rules != "" && err != nil {
+			return nil, nil, fmt.Errorf("the stored rules of its flow %.80q: %w", rules, err)
+		}
+		for i := 0; i+5 < len(flat); i += 6 {
+			if flat[i+4] == SlidingLog.String() {
+				keys = append(keys, flat[i], frontierOf(flat[i]))
+			}
+		}
+	}
+	return keys, []any{id, raw, rules}, nil
 }
 
 // Wake makes the lines of class (a task type) look for slots to give at
@@ -328,7 +390,8 @@ type FlowRules struct {
 }
 
 // Refresh gives waiting flows new rules and weights, as a policies reload
-// changes them: the next slots given to their tasks follow them. A flow
+// changes them (each Flow as Waiting returns it: its class as the lines
+// keep it): the next slots given to their tasks follow them. A flow
 // that no longer waits is left alone; its next task brings its rules. A
 // flow given no Checks keeps the rules it has: its tasks were parked under
 // rules, and a flow without any would be given every slot at once (a
@@ -341,11 +404,15 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 	}
 	type refresh struct {
 		C string   `json:"c"`
-		L int      `json:"l"`
-		T string   `json:"t"`
+		F int      `json:"f"` // the index in KEYS of its hash
+		B int      `json:"b"` // of its class's blocked flows
 		W float64  `json:"w"`
 		R []string `json:"r"`
 	}
+	group := encodeKeyPart(DefaultGroup)
+	base := ls.base(group)
+	var keys []string
+	blocked := map[string]int{} // class -> its index in KEYS
 	batch := make([]refresh, 0, len(flows))
 	for _, f := range flows {
 		if len(f.Checks) == 0 {
@@ -359,14 +426,20 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 		if w == 0 {
 			w = 1
 		}
-		batch = append(batch, refresh{C: f.Class, L: f.Priority, T: f.Tenant, W: w, R: rules})
+		keys = append(keys, base+"qf:"+f.Class+":"+strconv.Itoa(f.Priority)+":"+f.Tenant)
+		x := refresh{C: f.Class, F: 3 + len(keys), W: w, R: rules}
+		if _, ok := blocked[f.Class]; !ok {
+			keys = append(keys, base+"qb:"+f.Class)
+			blocked[f.Class] = 3 + len(keys)
+		}
+		x.B = blocked[f.Class]
+		batch = append(batch, x)
 	}
 	enc, err := json.Marshal(batch)
 	if err != nil {
 		return fmt.Errorf("throttle: refresh the waiting flows: %w", err)
 	}
-	group := encodeKeyPart(DefaultGroup)
-	if _, err := ls.run(ctx, ls.scripts.Refresh, group, string(enc)); err != nil {
+	if _, err := ls.runKeys(ctx, ls.scripts.Refresh, group, keys, string(enc)); err != nil {
 		return fmt.Errorf("throttle: refresh the waiting flows: %w", err)
 	}
 	if len(batch) > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/arrivals"
+	"github.com/sluicehq/sluice/lua"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -658,6 +659,40 @@ func TestLinesRefuseKeysNotUTF8(t *testing.T) {
 		}
 		if n, _ := rdb.HLen(context.Background(), prefix+"{limits}qt").Result(); n != 0 {
 			t.Errorf("the refused arrival wrote %d tasks", n)
+		}
+	})
+}
+
+// TestLinesDropLooksAgain: drop.lua touches nothing when the task's record
+// is not the one its caller read (the keys it was given may be another
+// flow's), and replies so; given the record as it is, it drops the task.
+func TestLinesDropLooksAgain(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		base := prefix + "{limits}"
+		record := `{"s":"W","c":"sms","l":3,"t":"acme","q":"q"}`
+		if err := rdb.HSet(ctx, base+"qt", "t1", record).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.RPush(ctx, base+"ql:sms:3:acme", "1:qt1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		s := lua.LinesSettings{Base: base, Lead: time.Millisecond, Tolerance: time.Millisecond, MostGrants: 1, Reserve: 10, Late: time.Millisecond}
+		keys := s.Keys(base+"ql:sms:3:acme", base+"qf:sms:3:acme")
+		for _, c := range []struct {
+			read    string
+			outcome int64
+			kept    bool // the task still in its line and in qt
+		}{{`{"s":"G"}`, 1, true}, {record, 0, false}} {
+			got, err := lua.Lines.Drop.Run(ctx, rdb, keys, s.Args("t1", c.read, "")...).Int64Slice()
+			if err != nil || got[0] != c.outcome {
+				t.Fatalf("drop.lua with the record read as %s: %v, %v, want outcome %d", c.read, got, err, c.outcome)
+			}
+			inLine, inTasks := rdb.LLen(ctx, base+"ql:sms:3:acme").Val() == 1, rdb.HExists(ctx, base+"qt", "t1").Val()
+			if inLine != c.kept || inTasks != c.kept {
+				t.Errorf("with the record read as %s: in its line %v, in qt %v, want %v", c.read, inLine, inTasks, c.kept)
+			}
 		}
 	})
 }
