@@ -696,3 +696,39 @@ func TestLinesDropLooksAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestLinesGrantedLapses: a grant reads as granted until its place is
+// `late` (LinesConfig.Late, 500 ms) past, and not after, though nothing has
+// taken it back yet: a mover stops trying then.
+func TestLinesGrantedLapses(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 1, Window: 100 * time.Millisecond})
+		s.enqueue("acme", 3, 3) // the first admitted, the second placed, the third parked
+		s.now += 200_000        // both leave the window
+		s.setClock()
+		turn, err := s.ls.Dispatch(ctx)
+		if err != nil || len(turn.Granted) != 1 {
+			t.Fatalf("dispatch: %+v, %v, want one grant", turn, err)
+		}
+		id := turn.Granted[0].ID
+		key := redisKey(t, throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), "provider")
+		at, err := rdb.ZScore(ctx, key, "@"+id+"#1").Result()
+		if err != nil {
+			t.Fatalf("the grant's place: %v", err)
+		}
+		last := int64(at)
+		for _, c := range []struct {
+			at   int64
+			want bool
+		}{{last + 500_000, true}, {last + 500_001, false}} {
+			s.now = c.at
+			s.setClock()
+			g, err := s.ls.Granted(ctx, id)
+			if err != nil || g != c.want {
+				t.Errorf("Granted %v after its place: %v, %v, want %v", us(c.at-last), g, err, c.want)
+			}
+		}
+	})
+}
