@@ -84,13 +84,13 @@ local rules = rulesFrom(ARGV, 13)
 -- the weight and rules the task brings, the general path would only append
 -- it and park it: done here, with the rule it waits for named as there.
 if wakeAt and tonumber(wakeAt) > now and redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
-  local kr, kf = kready(class, level), kflow(class, level, tenant)
+  local kr = kready(class, level)
   if redis.call('ZSCORE', kr, tenant) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tenant then
-    local stored = redis.call('HMGET', kf, 'w', 'r')
+    local stored = redis.call('HMGET', kflows(class), field('w', level, tenant), field('r', level, tenant))
     if stored[2] == rulesText and tonumber(stored[1]) == weight then
-      redis.call('RPUSH', kline(class, level, tenant), entry(queue, id))
-      redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = class, l = level, t = tenant, q = queue}))
-      redis.call('PEXPIRE', kf, flowTTL)
+      local seq = lineAdd(class, level, tenant, queue, id)
+      redis.call('HSET', ktasks, id, waitingRecord(class, level, tenant, queue, seq))
+      redis.call('PEXPIRE', kflows(class), flowTTL)
       local by, latest = 0, now
       for i, rule in ipairs(rules) do
         redis.call('ZREMRANGEBYSCORE', rule.key, '-inf', now - rule.window)
@@ -144,9 +144,9 @@ end
 -- With `unlessNear` it declines when here's own slot is within the
 -- tolerance. It returns here's place or false, and whether it declined.
 local function takeOver(flow, here, unlessNear)
-  local head = redis.call('LINDEX', kline(flow.class, flow.level, flow.tenant), 0)
+  local head = lineEnd(flow.class, flow.level, flow.tenant)
   local start = tonumber(redis.call('ZSCORE', kready(flow.class, flow.level), flow.tenant))
-  if not head or unentry(head).id ~= here or not start then
+  if not head or head.id ~= here or not start then
     return false, false
   end
   local first = redis.call('ZRANGE', kready(flow.class, flow.level), 0, 0, 'WITHSCORES')
@@ -181,7 +181,7 @@ local function takeOver(flow, here, unlessNear)
   for _, a in ipairs(ahead) do
     local task = a.task
     if task.l > flow.level or (task.l == flow.level and
-      (held[a.who] >= 2 or redis.call('LLEN', kline(flow.class, task.l, task.t)) > 0)) then
+      (held[a.who] >= 2 or lineEnd(flow.class, task.l, task.t))) then
       local at, swap = swapFor(flow, a.id, tonumber(task.p))
       if at then
         takeBack(a.id, task)
@@ -207,8 +207,7 @@ local function ownFlow()
   if not own then
     own = flowOf(class, level, tenant)
     own.weight, own.rules, own.raw, own.known = weight, rules, rulesText, true
-    redis.call('HSET', own.key, 'w', tag(weight), 'r', rulesText, 'f', tag(own.finish))
-    redis.call('PEXPIRE', own.key, flowTTL)
+    save(own, true)
   end
   return own
 end
@@ -226,19 +225,20 @@ elseif task and task.s == 'G' then
   -- A granted task claims its grant: before its place, its places become
   -- its admission there; after it, up to `late`, its admission now when
   -- every log allows (movable), else within the tolerance at its place;
-  -- later it is placed again from the head of its flow.
+  -- later it is placed again from the head of its flow. Its places are in
+  -- the logs of the rules it brings, which it was granted under (task.r).
   local granted = flowOf(task.c, task.l, task.t)
   local place = tonumber(task.p)
   learn(task.c, now - (tonumber(task.g) or now))
   local at = nil
   if now <= place then
     at = place
-  elseif now <= place + late and movable(granted.rules, place) then
+  elseif now <= place + late and movable(rules, place) then
     at = now
   elseif now <= place + tolerance then
     at = place
   end
-  if at and not unplace(granted.rules, id, at) then
+  if at and not unplace(rules, id, at) then
     redis.call('HDEL', ktasks, id)
     redis.call('ZREM', kgrants, id)
     if at == now then
@@ -250,8 +250,8 @@ elseif task and task.s == 'G' then
     -- A window had lost a place (a reset): the admission stands, and the
     -- task is placed again.
     redis.call('ZREM', kgrants, id)
-    redis.call('LPUSH', kline(task.c, task.l, task.t), entry(task.q, id))
-    redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = task.c, l = task.l, t = task.t, q = task.q}))
+    local seq = lineAdd(task.c, task.l, task.t, task.q, id, true)
+    redis.call('HSET', ktasks, id, waitingRecord(task.c, task.l, task.t, task.q, seq))
     waiting(granted)
   else
     takeBack(id, task)
@@ -265,8 +265,8 @@ elseif not task then
       return reply(1, 0)
     end
   end
-  redis.call('RPUSH', kline(class, level, tenant), entry(queue, id))
-  redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = class, l = level, t = tenant, q = queue}))
+  local seq = lineAdd(class, level, tenant, queue, id)
+  redis.call('HSET', ktasks, id, waitingRecord(class, level, tenant, queue, seq))
   waiting(ownFlow())
 else
   -- Back while it waits (its grant was taken back, or its park ended): it

@@ -83,10 +83,9 @@ local function enter(x, text)
   ok, err = pcall(function()
     local flow = flowOf(x.c, x.l, x.t)
     flow.weight, flow.rules, flow.raw, flow.known = x.w, rulesFrom(x.r), cjson.encode(x.r), true
-    redis.call('HSET', flow.key, 'w', tag(x.w), 'r', flow.raw, 'f', tag(flow.finish))
-    redis.call('PEXPIRE', flow.key, flowTTL)
-    redis.call('RPUSH', kline(x.c, x.l, x.t), entry(x.q, x.id))
-    redis.call('HSET', ktasks, x.id, cjson.encode({s = 'W', c = x.c, l = x.l, t = x.t, q = x.q}))
+    save(flow, true)
+    local seq = lineAdd(x.c, x.l, x.t, x.q, x.id)
+    redis.call('HSET', ktasks, x.id, waitingRecord(x.c, x.l, x.t, x.q, seq))
     waiting(flow)
   end)
   if not ok then

@@ -5,8 +5,8 @@ caller looks first (its record, its flow's stored rules) and names the
 keys; a record or rules changed since make the script touch nothing.
 
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
-KEYS[4]   the task's line, <base>ql:<class>:<level>:<tenant>
-KEYS[5]   its flow's hash, <base>qf:<class>:<level>:<tenant>
+KEYS[4]   the lines of its class and level, <base>qL:<class>:<level>
+KEYS[5]   its class's flow records, <base>qF:<class>
 KEYS[6..] a granted task's sliding logs, each followed by its frontier
           note (the log's key with 'p' after the hash tag)
 ARGV[7]   task id
@@ -30,16 +30,16 @@ elseif raw ~= ARGV[8] then
 end
 local task = cjson.decode(raw)
 if task.s == 'G' then
-  if (redis.call('HGET', KEYS[5], 'r') or '') ~= ARGV[9] then
+  if (redis.call('HGET', KEYS[5], field('r', task.l, task.t)) or '') ~= ARGV[9] then
     return {1, 0, -1, 0}
   end
-  if ARGV[9] ~= '' then -- no rules (an expired hash): no places to find
+  if ARGV[9] ~= '' then -- no rules (an expired record): no places to find
     unplace(rulesFrom(cjson.decode(ARGV[9])), id)
   end
   redis.call('ZREM', kgrants, id)
   redis.call('ZADD', kwake, 'XX', now, task.c) -- its slot is free again
 else
-  redis.call('LREM', KEYS[4], 1, entry(task.q, id))
+  redis.call('ZREM', KEYS[4], member(task.t, tonumber(task.n) or 0, task.q, id))
 end
 redis.call('HDEL', ktasks, id)
 return {0, 0, -1, 0}

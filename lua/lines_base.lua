@@ -4,8 +4,7 @@
 local startLead = tonumber(ARGV[2])
 local most, reserve = tonumber(ARGV[4]), tonumber(ARGV[5])
 local levels = 5
--- A flow's hash goes a day after it was last written: a tenant that stops
--- waiting leaves nothing behind.
+-- A class's flow records go a day after they were last written.
 local flowTTL = 86400000
 local scan = 16 -- flows of a level looked at in one pick
 -- A step gives a shared rule's places up to `batch` beyond the lead: a fast
@@ -22,9 +21,14 @@ local function tag(x) return string.format('%.17g', x) end
 local function kclass(class) return base .. 'q:' .. class end
 local function kready(class, level) return base .. 'qr:' .. class .. ':' .. level end
 local function kblocked(class) return base .. 'qb:' .. class end
-local function kline(class, level, tenant) return base .. 'ql:' .. class .. ':' .. level .. ':' .. tenant end
-local function kflow(class, level, tenant) return base .. 'qf:' .. class .. ':' .. level .. ':' .. tenant end
-local function kshares(class, span) return base .. 'qn:' .. class .. ':' .. span end
+local function kflows(class) return base .. 'qF:' .. class end
+local function kline(class, level) return base .. 'qL:' .. class .. ':' .. level end
+local function kidle(class, level) return base .. 'qi:' .. class .. ':' .. level end
+local function kshares(class, span) return base .. 'qn:' .. class .. ':' .. span % 2 end
+
+-- A flow's record is fields of its class's qF: f<level>:<tenant> its
+-- finish tag, w... its weight, r... its rules.
+local function field(kind, level, tenant) return kind .. level .. ':' .. tenant end
 
 -- A line holds entries "<length of the queue>:<queue><task id>".
 local function entry(queue, id) return #queue .. ':' .. queue .. id end
@@ -32,6 +36,70 @@ local function unentry(text)
   local n, rest = string.match(text, '^(%d+):(.*)$')
   n = tonumber(n)
   return {queue = string.sub(rest, 1, n), id = string.sub(rest, n + 1)}
+end
+
+-- A flow's line is the members of its class and level's qL that start
+-- with "<length of the tenant>:<tenant>", then a sequence number (16 hex
+-- digits, from 2^52 up at the tail and down at the head), then the entry.
+local seqStart = 2 ^ 52
+local function lineOf(tenant) return #tenant .. ':' .. tenant end
+local function member(tenant, seq, queue, id)
+  return lineOf(tenant) .. string.format('%016x', seq) .. entry(queue, id)
+end
+
+-- lineEnd returns the head of a flow's line (or its tail, `last`) as
+-- {queue, id, seq, member}, or nil when the line is empty.
+local function lineEnd(class, level, tenant, last)
+  local from = lineOf(tenant)
+  local r
+  if last then
+    r = redis.call('ZRANGE', kline(class, level), '(' .. from .. '\255', '[' .. from, 'BYLEX', 'REV', 'LIMIT', 0, 1)
+  else
+    r = redis.call('ZRANGE', kline(class, level), '[' .. from, '(' .. from .. '\255', 'BYLEX', 'LIMIT', 0, 1)
+  end
+  if not r[1] then
+    return nil
+  end
+  local x = unentry(string.sub(r[1], #from + 17))
+  x.seq, x.member = tonumber(string.sub(r[1], #from + 1, #from + 16), 16), r[1]
+  return x
+end
+
+-- lineAdd puts task id at the tail of its flow's line (at the head with
+-- `first`) and returns its sequence number. The flow is no longer idle.
+local function lineAdd(class, level, tenant, queue, id, first)
+  local x = lineEnd(class, level, tenant, not first)
+  local seq = seqStart
+  if x then
+    seq = first and x.seq - 1 or x.seq + 1
+  end
+  redis.call('ZADD', kline(class, level), 0, member(tenant, seq, queue, id))
+  redis.call('ZREM', kidle(class, level), tenant)
+  return seq
+end
+
+-- waitingRecord is a waiting task's entry in <base>qt; n is its sequence
+-- number in its line.
+local function waitingRecord(class, level, tenant, queue, seq, granted)
+  return cjson.encode({s = 'W', c = class, l = level, t = tenant, q = queue, n = num(seq), g = granted})
+end
+
+-- A flow whose line empties is idle. Its record stays idleFor (and
+-- `late`) after: a tenant back soon starts at its finish tag, and its
+-- grants, which live at most a lead, a batch and `late`, are taken back
+-- under its rules. Then sweep removes it, a few a grant.
+local idleFor = 60000000
+local function idle(class, level, tenant)
+  redis.call('ZADD', kidle(class, level), now, tenant)
+  redis.call('PEXPIRE', kidle(class, level), flowTTL)
+end
+
+local function sweep(class, level)
+  local before = num(now - idleFor - late)
+  for _, tenant in ipairs(redis.call('ZRANGE', kidle(class, level), '-inf', before, 'BYSCORE', 'LIMIT', 0, 4)) do
+    redis.call('HDEL', kflows(class), field('f', level, tenant), field('w', level, tenant), field('r', level, tenant))
+    redis.call('ZREM', kidle(class, level), tenant)
+  end
 end
 
 -- rulesFrom reads flat, the rules as values six by six from index first,

@@ -5,16 +5,28 @@
 -- stored text).
 local flows = {}
 local function flowOf(class, level, tenant)
-  local key = kflow(class, level, tenant)
-  local flow = flows[key]
+  local name = level .. ':' .. tenant
+  local flow = flows[class .. '\0' .. name]
   if not flow then
-    local h = redis.call('HMGET', key, 'f', 'w', 'r')
-    flow = {class = class, level = level, tenant = tenant, key = key, finish = tonumber(h[1]) or 0,
+    local h = redis.call('HMGET', kflows(class), 'f' .. name, 'w' .. name, 'r' .. name)
+    flow = {class = class, level = level, tenant = tenant, finish = tonumber(h[1]) or 0,
       weight = tonumber(h[2]) or 1, rules = h[3] and rulesFrom(cjson.decode(h[3])) or {}, raw = h[3] or '',
       known = h[3] ~= nil}
-    flows[key] = flow
+    flows[class .. '\0' .. name] = flow
   end
   return flow
+end
+
+-- save writes flow's finish tag (and, with `all`, its weight and rules).
+local function save(flow, all)
+  local name = flow.level .. ':' .. flow.tenant
+  if all then
+    redis.call('HSET', kflows(flow.class), 'f' .. name, tag(flow.finish), 'w' .. name, tag(flow.weight),
+      'r' .. name, flow.raw)
+  else
+    redis.call('HSET', kflows(flow.class), 'f' .. name, tag(flow.finish))
+  end
+  redis.call('PEXPIRE', kflows(flow.class), flowTTL)
 end
 
 local function vtime(class, level)
@@ -44,11 +56,10 @@ local function takeBack(id, task)
   unplace(flow.rules, id)
   redis.call('ZREM', kgrants, id)
   -- It keeps the time of the grant (g): should it come, its delivery is timed.
-  redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = task.c, l = task.l, t = task.t, q = task.q, g = task.g}))
-  redis.call('LPUSH', kline(task.c, task.l, task.t), entry(task.q, id))
+  local seq = lineAdd(task.c, task.l, task.t, task.q, id, true)
+  redis.call('HSET', ktasks, id, waitingRecord(task.c, task.l, task.t, task.q, seq, task.g))
   flow.finish = math.max(0, flow.finish - 1 / flow.weight)
-  redis.call('HSET', flow.key, 'f', tag(flow.finish))
-  redis.call('PEXPIRE', flow.key, flowTTL)
+  save(flow)
   redis.call('ZREM', kready(flow.class, flow.level), flow.tenant)
   redis.call('ZREM', kblocked(flow.class), flow.level .. ':' .. flow.tenant)
   ready(flow, math.max(tonumber(task.S), flow.finish))
@@ -93,8 +104,8 @@ end
 
 -- culprit names the first key of a flow of the wrong type, if any.
 local function culprit(class, level, tenant)
-  local want = {[kline(class, level, tenant)] = 'list', [kflow(class, level, tenant)] = 'hash'}
-  local ok, raw = pcall(redis.call, 'HGET', kflow(class, level, tenant), 'r')
+  local want = {[kline(class, level)] = 'zset', [kflows(class)] = 'hash'}
+  local ok, raw = pcall(redis.call, 'HGET', kflows(class), field('r', level, tenant))
   local decoded, flat = pcall(cjson.decode, ok and raw or '[]')
   flat = decoded and type(flat) == 'table' and flat or {}
   for i = 1, #flat, 6 do

@@ -54,12 +54,27 @@ local function served(class, level, readyLevels, credit)
   end
 end
 
+-- share counts a grant to tenant in class in the current share span, for
+-- the status page: two keys by the span's parity, each knowing its span
+-- (field ''). HGET and HSET: a Sluice user's ACL has no HINCRBY.
+local function share(class, tenant)
+  local span = math.floor(now / shareSpan)
+  local key = kshares(class, span)
+  if redis.call('HGET', key, '') ~= num(span) then
+    redis.call('DEL', key)
+    redis.call('HSET', key, '', num(span))
+    redis.call('PEXPIRE', key, math.floor(2 * shareSpan / 1000))
+  end
+  redis.call('HSET', key, tenant, (tonumber(redis.call('HGET', key, tenant)) or 0) + 1)
+end
+
 -- grant gives the head task of flow (start tag) a place and moves the
 -- flow's tags. It returns the task's queue and id, and whether it is
 -- `here`, the task at the calling worker, recorded as admitted. A slot
 -- `swapped` (taken over) is on the pace already.
 local function grant(flow, start, place, here, swapped)
-  local head = unentry(redis.call('LPOP', kline(flow.class, flow.level, flow.tenant)))
+  local head = lineEnd(flow.class, flow.level, flow.tenant)
+  redis.call('ZREM', kline(flow.class, flow.level), head.member)
   local taken = head.id == here
   record(flow.rules, head.id, place, taken)
   if not swapped then
@@ -75,20 +90,15 @@ local function grant(flow, start, place, here, swapped)
     redis.call('ZADD', kgrants, place, head.id)
   end
   redis.call('HSET', kclass(flow.class), 'v' .. flow.level, tag(start))
-  -- HGET and HSET: a Sluice user's ACL (docs/WORKERS.md) has no HINCRBY.
-  local kn = kshares(flow.class, math.floor(now / shareSpan))
-  local n = (tonumber(redis.call('HGET', kn, flow.tenant)) or 0) + 1
-  redis.call('HSET', kn, flow.tenant, n)
-  if n == 1 then
-    redis.call('PEXPIRE', kn, math.floor(3 * shareSpan / 1000))
-  end
+  sweep(flow.class, flow.level)
+  share(flow.class, flow.tenant)
   flow.finish = start + 1 / flow.weight
-  redis.call('HSET', flow.key, 'f', tag(flow.finish))
-  redis.call('PEXPIRE', flow.key, flowTTL)
-  if redis.call('LLEN', kline(flow.class, flow.level, flow.tenant)) > 0 then
+  save(flow)
+  if lineEnd(flow.class, flow.level, flow.tenant) then
     ready(flow, flow.finish)
   else
     redis.call('ZREM', kready(flow.class, flow.level), flow.tenant)
+    idle(flow.class, flow.level, flow.tenant)
   end
   return head.queue, head.id, taken
 end
@@ -108,14 +118,14 @@ local function pick(class, levelsInOrder, here)
       local ok, flow = pcall(flowOf, class, level, found[i])
       local err, head, own, shared = flow, nil, nil, nil
       if ok then
-        ok, head = pcall(redis.call, 'LINDEX', kline(class, level, flow.tenant), 0)
+        ok, head = pcall(lineEnd, class, level, flow.tenant)
         err = head
       end
       if ok and head then
         -- A parked task needs a lead to reach a worker, less the tolerance
         -- it may be late by; a task at a worker needs none.
         local at = math.max(now, horizon - tolerance)
-        if unentry(head).id == here then
+        if head.id == here then
           at = now
         end
         ok, own, shared = pcall(earliest, flow, at, true)
@@ -126,6 +136,7 @@ local function pick(class, levelsInOrder, here)
         changed = true
       elseif not head then
         redis.call('ZREM', kready(class, level), flow.tenant)
+        idle(class, level, flow.tenant)
         changed = true
       else
         if not flow.known then

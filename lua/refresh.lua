@@ -3,12 +3,12 @@ refresh.lua: new rules and weights for waiting flows (a policies reload).
 Their classes are due now, as the new rules may have room.
 
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
-KEYS[4..]  each flow's hash, <base>qf:<class>:<level>:<tenant>, and each
-           of their classes' blocked flows, <base>qb:<class>
-ARGV[7]  a JSON array of {c class, f the index in KEYS of its hash, b of
-         its class's blocked flows, w weight, r rules (their values as
-         strings, six a rule: lines_head.lua)}; a flow with no hash (it no
-         longer waits) is left alone
+KEYS[4..]  each flow's class's records, <base>qF:<class>, and blocked
+           flows, <base>qb:<class>
+ARGV[7]  a JSON array of {c class, l level, t tenant, f the index in KEYS
+         of its class's records, b of its blocked flows, w weight, r rules
+         (their values as strings, six a rule: lines_head.lua)}; a flow
+         with no record (it no longer waits) is left alone
 
 Reply: {0, 0, -1, 0}.
 ]]
@@ -18,8 +18,8 @@ Reply: {0, 0, -1, 0}.
 local blocked = {}
 for _, x in ipairs(cjson.decode(ARGV[7])) do
   local key = KEYS[x.f]
-  if redis.call('EXISTS', key) == 1 then
-    redis.call('HSET', key, 'w', tag(x.w), 'r', cjson.encode(x.r))
+  if redis.call('HEXISTS', key, field('f', x.l, x.t)) == 1 then
+    redis.call('HSET', key, field('w', x.l, x.t), tag(x.w), field('r', x.l, x.t), cjson.encode(x.r))
     blocked[x.c] = KEYS[x.b]
   end
 end

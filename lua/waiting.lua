@@ -19,8 +19,16 @@ for _, class in ipairs(redis.call('ZRANGE', kwake, 0, -1)) do
   local recent = {}
   for _, key in ipairs({kshares(class, span - 1), kshares(class, span)}) do
     local h = redis.call('HGETALL', key)
+    local counts = {}
     for i = 1, #h, 2 do
-      recent[h[i]] = (recent[h[i]] or 0) + tonumber(h[i + 1])
+      counts[h[i]] = h[i + 1]
+    end
+    if counts[''] == num(span) or counts[''] == num(span - 1) then
+      for tenant, n in pairs(counts) do
+        if tenant ~= '' then
+          recent[tenant] = (recent[tenant] or 0) + tonumber(n)
+        end
+      end
     end
   end
   local listed = {}
@@ -37,9 +45,11 @@ for _, class in ipairs(redis.call('ZRANGE', kwake, 0, -1)) do
     if #r >= 4 + 6 * atMost then
       return r
     end
-    local k, weight = #r, redis.call('HGET', kflow(class, x[1], x[2]), 'w') or '1'
+    local k, weight = #r, redis.call('HGET', kflows(class), field('w', x[1], x[2])) or '1'
+    local from = lineOf(x[2])
     r[k + 1], r[k + 2], r[k + 3] = class, tostring(x[1]), x[2]
-    r[k + 4], r[k + 5], r[k + 6] = redis.call('LLEN', kline(class, x[1], x[2])), weight, recent[x[2]] or 0
+    r[k + 4] = redis.call('ZLEXCOUNT', kline(class, x[1]), '[' .. from, '(' .. from .. '\255')
+    r[k + 5], r[k + 6] = weight, recent[x[2]] or 0
   end
 end
 return r

@@ -314,11 +314,10 @@ func (ls *Lines) dropLook(ctx context.Context, group, id string) ([]string, []an
 	if err := json.Unmarshal([]byte(raw), &task); err != nil {
 		return nil, nil, fmt.Errorf("its entry %.80q: %w", raw, err)
 	}
-	flow := task.C + ":" + strconv.Itoa(task.L) + ":" + task.T
-	keys := []string{base + "ql:" + flow, base + "qf:" + flow}
+	keys := []string{base + "qL:" + task.C + ":" + strconv.Itoa(task.L), base + "qF:" + task.C}
 	rules := ""
 	if task.State == "G" {
-		rules, err = ls.l.rdb.HGet(ctx, base+"qf:"+flow, "r").Result()
+		rules, err = ls.l.rdb.HGet(ctx, keys[1], "r"+strconv.Itoa(task.L)+":"+task.T).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, nil, err
 		}
@@ -404,7 +403,9 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 	}
 	type refresh struct {
 		C string   `json:"c"`
-		F int      `json:"f"` // the index in KEYS of its hash
+		L int      `json:"l"`
+		T string   `json:"t"`
+		F int      `json:"f"` // the index in KEYS of its class's records
 		B int      `json:"b"` // of its class's blocked flows
 		W float64  `json:"w"`
 		R []string `json:"r"`
@@ -412,7 +413,7 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 	group := encodeKeyPart(DefaultGroup)
 	base := ls.base(group)
 	var keys []string
-	blocked := map[string]int{} // class -> its index in KEYS
+	records, blocked := map[string]int{}, map[string]int{} // class -> its index in KEYS
 	batch := make([]refresh, 0, len(flows))
 	for _, f := range flows {
 		if len(f.Checks) == 0 {
@@ -426,14 +427,11 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 		if w == 0 {
 			w = 1
 		}
-		keys = append(keys, base+"qf:"+f.Class+":"+strconv.Itoa(f.Priority)+":"+f.Tenant)
-		x := refresh{C: f.Class, F: 3 + len(keys), W: w, R: rules}
-		if _, ok := blocked[f.Class]; !ok {
-			keys = append(keys, base+"qb:"+f.Class)
-			blocked[f.Class] = 3 + len(keys)
+		if _, ok := records[f.Class]; !ok {
+			keys = append(keys, base+"qF:"+f.Class, base+"qb:"+f.Class)
+			records[f.Class], blocked[f.Class] = 2+len(keys), 3+len(keys)
 		}
-		x.B = blocked[f.Class]
-		batch = append(batch, x)
+		batch = append(batch, refresh{C: f.Class, L: f.Priority, T: f.Tenant, F: records[f.Class], B: blocked[f.Class], W: w, R: rules})
 	}
 	enc, err := json.Marshal(batch)
 	if err != nil {

@@ -29,11 +29,11 @@ func TestLinesDamageContained(t *testing.T) {
 		{"tenant log of the wrong type", func(ctx context.Context, rdb redis.UniversalClient, k keysOf) error {
 			return rdb.Set(ctx, k.rule("own/acme"), "garbage", 0).Err()
 		}, []string{"globex", "initech"}, "own/acme is a string, not a zset"},
-		{"line of the wrong type", func(ctx context.Context, rdb redis.UniversalClient, k keysOf) error {
-			return replaceWithString(ctx, rdb, k.scan("ql:*acme"))
-		}, []string{"globex", "initech"}, "is a string, not a list"},
+		{"lines of the wrong type", func(ctx context.Context, rdb redis.UniversalClient, k keysOf) error {
+			return replaceWithString(ctx, rdb, k.scan("qL:sms:3"))
+		}, []string{"initech"}, "qL:sms:3 is a string, not a zset"},
 		{"flow rules unreadable", func(ctx context.Context, rdb redis.UniversalClient, k keysOf) error {
-			return rdb.HSet(ctx, k.scan("qf:*acme"), "r", "{not json").Err()
+			return rdb.HSet(ctx, k.scan("qF:sms"), "r3:acme", "{not json").Err()
 		}, []string{"globex", "initech"}, "tenant acme"},
 		{"shared log of the wrong type", func(ctx context.Context, rdb redis.UniversalClient, k keysOf) error {
 			return rdb.Set(ctx, k.rule("provider/sms"), "garbage", 0).Err()

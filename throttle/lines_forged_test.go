@@ -40,15 +40,16 @@ func TestLinesForgedRules(t *testing.T) {
 			arrive(ids[i])
 		}
 		// Forge the flow's stored rules: the limit 1,000.
-		flows := scanKeys(t, rdb, prefix+"*qf:*")
+		flows := scanKeys(t, rdb, prefix+"*qF:*")
 		if len(flows) != 1 {
-			t.Fatalf("flow keys %v, want one", flows)
+			t.Fatalf("flow records %v, want one key", flows)
 		}
-		stored, err := rdb.HGet(ctx, flows[0], "r").Result()
+		const field = "r3:acme" // the rules of flow 3:acme (lua/lines_base.lua)
+		stored, err := rdb.HGet(ctx, flows[0], field).Result()
 		if err != nil || !strings.Contains(stored, `","5","1000000",`) {
 			t.Fatalf("stored rules %q (%v), want a limit of 5", stored, err)
 		}
-		if err := rdb.HSet(ctx, flows[0], "r", strings.Replace(stored, `","5","1000000",`, `","1000","1000000",`, 1)).Err(); err != nil {
+		if err := rdb.HSet(ctx, flows[0], field, strings.Replace(stored, `","5","1000000",`, `","1000","1000000",`, 1)).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if err := ls.Wake(ctx, "sms"); err != nil {

@@ -671,15 +671,16 @@ func TestLinesDropLooksAgain(t *testing.T) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
 		ctx := context.Background()
 		base := prefix + "{limits}"
-		record := `{"s":"W","c":"sms","l":3,"t":"acme","q":"q"}`
+		record := `{"s":"W","c":"sms","l":3,"t":"acme","q":"q","n":"4503599627370496"}`
 		if err := rdb.HSet(ctx, base+"qt", "t1", record).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := rdb.RPush(ctx, base+"ql:sms:3:acme", "1:qt1").Err(); err != nil {
+		// The line's member: tenant, sequence number 2^52, entry (lua/lines_base.lua).
+		if err := rdb.ZAdd(ctx, base+"qL:sms:3", redis.Z{Member: "4:acme0010000000000000" + "1:qt1"}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		s := lua.LinesSettings{Base: base, Lead: time.Millisecond, Tolerance: time.Millisecond, MostGrants: 1, Reserve: 10, Late: time.Millisecond}
-		keys := s.Keys(base+"ql:sms:3:acme", base+"qf:sms:3:acme")
+		keys := s.Keys(base+"qL:sms:3", base+"qF:sms")
 		for _, c := range []struct {
 			read    string
 			outcome int64
@@ -689,7 +690,7 @@ func TestLinesDropLooksAgain(t *testing.T) {
 			if err != nil || got[0] != c.outcome {
 				t.Fatalf("drop.lua with the record read as %s: %v, %v, want outcome %d", c.read, got, err, c.outcome)
 			}
-			inLine, inTasks := rdb.LLen(ctx, base+"ql:sms:3:acme").Val() == 1, rdb.HExists(ctx, base+"qt", "t1").Val()
+			inLine, inTasks := rdb.ZCard(ctx, base+"qL:sms:3").Val() == 1, rdb.HExists(ctx, base+"qt", "t1").Val()
 			if inLine != c.kept || inTasks != c.kept {
 				t.Errorf("with the record read as %s: in its line %v, in qt %v, want %v", c.read, inLine, inTasks, c.kept)
 			}

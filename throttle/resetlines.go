@@ -226,24 +226,18 @@ func (f *foundClass) readTasks(ctx context.Context, rdb redis.UniversalClient, r
 }
 
 // existing sets f.Keys to the class's own keys that exist: the fixed
-// ones, its flows', its share counts of the last spans.
+// ones (lua/lines_head.lua), and its flows' own keys of 0.1.0's layout
+// (ql:, qf:), which the scripts no longer read.
 func (f *foundClass) existing(ctx context.Context, rdb redis.UniversalClient) error {
-	candidates := []string{f.key("q:")}
+	candidates := []string{f.key("q:"), f.key("qF:"), f.key("qn:", "0"), f.key("qn:", "1")}
 	for l := MostUrgent; l <= LeastUrgent; l++ {
-		candidates = append(candidates, f.key("qr:", strconv.Itoa(l)))
+		level := strconv.Itoa(l)
+		candidates = append(candidates, f.key("qr:", level), f.key("qL:", level), f.key("qi:", level))
 	}
 	candidates = append(candidates, f.key("qb:"))
 	for _, fl := range slices.Sorted(maps.Keys(f.flows)) {
 		l, tn, _ := strings.Cut(fl, ":")
 		candidates = append(candidates, f.key("ql:", l, tn), f.key("qf:", l, tn))
-	}
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		return err
-	}
-	span := now.UnixMicro() / ShareSpan.Microseconds()
-	for b := span - 3; b <= span+1; b++ {
-		candidates = append(candidates, f.key("qn:", strconv.FormatInt(b, 10)))
 	}
 	seen := map[string]bool{}
 	for _, k := range candidates {
@@ -267,9 +261,9 @@ func (f *foundClass) existing(ctx context.Context, rdb redis.UniversalClient) er
 func (f *foundClass) placesOf(ctx context.Context, rdb redis.UniversalClient, granted []string, flowOf map[string]string) {
 	for _, id := range granted {
 		l, tn, _ := strings.Cut(flowOf[id], ":")
-		r, err := rdb.HGet(ctx, f.key("qf:", l, tn), "r").Result()
+		r, err := rdb.HGet(ctx, f.key("qF:"), "r"+l+":"+tn).Result()
 		if err != nil {
-			continue // no rules, or a damaged hash: its places leave with the window
+			continue // no rules, or a damaged record: its places leave with the window
 		}
 		var flat []string // six values a rule: lua/lines_head.lua
 		if json.Unmarshal([]byte(r), &flat) != nil {
@@ -287,9 +281,9 @@ func (f *foundClass) placesOf(ctx context.Context, rdb redis.UniversalClient, gr
 	}
 }
 
-// scanClass adds to f the flows whose keys SCAN finds: the way to find
-// them when a key that lists them is damaged. On a Redis Cluster it scans
-// the master of the lines' slot.
+// scanClass adds to f the flows whose keys of 0.1.0's layout SCAN
+// finds, so that they go too. On a Redis Cluster it scans the master of
+// the lines' slot.
 func (ls *Lines) scanClass(ctx context.Context, f *foundClass) error {
 	f.Scanned = true
 	node, err := ls.l.masterOf(ctx, f.base)

@@ -36,7 +36,7 @@ func TestResetLines(t *testing.T) {
 			throttle.Entry{Class: "email", Priority: 3, Tenant: "initech", Queue: "q", ID: "e9"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := replaceWithString(ctx, rdb, s.keys.scan("ql:sms:3:acme")); err != nil {
+		if err := replaceWithString(ctx, rdb, s.keys.scan("qL:sms:3")); err != nil {
 			t.Fatal(err)
 		}
 		if err := replaceWithString(ctx, rdb, s.keys.scan("q:sms")); err != nil {
