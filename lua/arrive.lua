@@ -4,6 +4,9 @@ claims its grant, or is admitted at once when nothing waits and every rule
 has room, or waits in its flow's line, and the slots due are given.
 
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
+KEYS[4..22]  the class's keys (lua.LinesSettings.ClassKeys): q, qF, qb,
+          qr:1..5, qL:1..5, qi:1..5, qn:0, qn:1
+KEYS[23+2i], KEYS[24+2i]  rule i's key (from 0) and its frontier note
 ARGV[7]   class       ARGV[8]   level (1 most urgent .. 5)
 ARGV[9]   tenant      ARGV[10]  weight
 ARGV[11]  queue       ARGV[12]  task id
@@ -77,6 +80,12 @@ end
 -- The rules as the flow stores them, and read.
 local rulesText = cjson.encode({unpack(ARGV, 13)})
 local rules = rulesFrom(ARGV, 13)
+-- The logs of the task's rules: the only ones it declares. Lapsed grants
+-- are left to dispatch, which declares theirs.
+local ownLogs = {}
+for _, rule in ipairs(rules) do
+  ownLogs[rule.key] = true
+end
 
 -- The other common arrival: a task new to the lines, its rules all
 -- sliding logs, whose class waits and is not due before wakeAt, while no
@@ -184,7 +193,7 @@ local function takeOver(flow, here, unlessNear)
       (held[a.who] >= 2 or lineEnd(flow.class, task.l, task.t))) then
       local at, swap = swapFor(flow, a.id, tonumber(task.p))
       if at then
-        takeBack(a.id, task)
+        takeBack(a.id, task, ownLogs)
         for _, rule in ipairs(swap) do
           for j = 1, rule.cost do
             redis.call('ZREM', rule.key, '@' .. a.id .. '#' .. j) -- gone already, unless its rules changed
@@ -198,7 +207,10 @@ local function takeOver(flow, here, unlessNear)
   return false
 end
 
-reap()
+-- lapsed reports whether a grant's place passed more than `late` ago.
+local function lapsed()
+  return redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) > 0
+end
 
 -- The task's flow, written with the rules and weight this task brings:
 -- only when the task waits, not when it is admitted at once.
@@ -212,15 +224,11 @@ local function ownFlow()
   return own
 end
 
--- Read again: reap may have taken this task's lapsed grant back.
-if known then
-  known = redis.call('HGET', ktasks, id)
-end
 local task = known and cjson.decode(known)
 if task and task.s == 'G' and task.r ~= redis.sha1hex(rulesText) then
   -- A grant given under other rules than the task brings (a reload, or a
   -- stored copy damaged or forged) is taken back: placed again under its own.
-  takeBack(id, task)
+  takeBack(id, task, ownLogs)
 elseif task and task.s == 'G' then
   -- A granted task claims its grant: before its place, its places become
   -- its admission there; after it, up to `late`, its admission now when
@@ -254,11 +262,12 @@ elseif task and task.s == 'G' then
     redis.call('HSET', ktasks, id, waitingRecord(task.c, task.l, task.t, task.q, seq))
     waiting(granted)
   else
-    takeBack(id, task)
+    takeBack(id, task, ownLogs)
   end
 elseif not task then
-  -- New, with nothing waiting in its class, and it fits now: admitted.
-  if not redis.call('ZSCORE', kwake, class) then
+  -- New, with nothing waiting in its class nor a grant lapsed, and it fits
+  -- now: admitted.
+  if not redis.call('ZSCORE', kwake, class) and not lapsed() then
     local ownAt, sharedAt = earliest({class = class, rules = rules}, now)
     if ownAt == now and sharedAt == now then
       record(rules, id, now, true)
@@ -282,11 +291,18 @@ end
 ownFlow()
 -- A task whose own slot is not at once first tries to take over one it is
 -- owed; then the step gives the slots due, to it if still in line; if not,
--- and its slot had seemed near, it tries to take one over after all.
-local mine, near = takeOver(own, id, true)
-mine = step(class, id) or mine
-if not mine and near then
-  mine = takeOver(own, id)
+-- and its slot had seemed near, it tries to take one over after all. While
+-- a grant has lapsed, its task goes first: it waits, and dispatch, which
+-- declares that task's keys, takes the grant back and serves the class.
+local mine, near = false, false
+if lapsed() then
+  redis.call('ZADD', kwake, now, class)
+else
+  mine, near = takeOver(own, id, true)
+  mine = step(class, id, own) or mine
+  if not mine and near then
+    mine = takeOver(own, id)
+  end
 end
 if mine then
   if mine == now then

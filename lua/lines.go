@@ -25,7 +25,6 @@ const keyCheckEnv = "SLUICE_LUA_KEYCHECK"
 // undeclared are the scripts that still build keys they are not given, and
 // why: the key check leaves them alone (docs/SCRIPTS.md, "Steps").
 var undeclared = map[string]string{
-	"arrive.lua":   "builds its flow's keys and, in its step, other flows' and their logs'",
 	"dispatch.lua": "builds the keys of the flows it serves and of their logs",
 	"waiting.lua":  "builds the keys of the flows it lists",
 }
@@ -114,6 +113,21 @@ type LinesSettings struct {
 // the operation's own.
 func (s LinesSettings) Keys(own ...string) []string {
 	return append([]string{s.Base + "qw", s.Base + "qt", s.Base + "qg"}, own...)
+}
+
+// ClassKeys returns the keys of class's lines (lines_head.lua), the ones
+// an operation on the class declares: its hash, its flows' records, its
+// blocked flows, and per level its ready flows, its lines and its idle
+// flows; then its share counts.
+func (s LinesSettings) ClassKeys(class string) []string {
+	c := s.Base + "q"
+	keys := []string{c + ":" + class, c + "F:" + class, c + "b:" + class}
+	for _, kind := range []string{"r:", "L:", "i:"} {
+		for level := 1; level <= 5; level++ {
+			keys = append(keys, c+kind+class+":"+strconv.Itoa(level))
+		}
+	}
+	return append(keys, c+"n:"+class+":0", c+"n:"+class+":1")
 }
 
 // Args returns ARGV of a call of a lines script: the settings, then the

@@ -50,10 +50,11 @@ local function waiting(flow)
 end
 
 -- takeBack undoes task id's grant, which its task never claimed: its places
--- go, it returns to the head of its flow, whose finish tag goes back by one.
-local function takeBack(id, task)
+-- go (those in the logs `only` names, when given), it returns to the head
+-- of its flow, whose finish tag goes back by one.
+local function takeBack(id, task, only)
   local flow = flowOf(task.c, task.l, task.t)
-  unplace(flow.rules, id)
+  unplace(flow.rules, id, nil, only)
   redis.call('ZREM', kgrants, id)
   -- It keeps the time of the grant (g): should it come, its delivery is timed.
   local seq = lineAdd(task.c, task.l, task.t, task.q, id, true)

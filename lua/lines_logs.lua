@@ -101,11 +101,12 @@ end
 
 -- unplace removes task id's places from the log rules or, given `claim`
 -- (a time), turns them into its admission then. It reports whether some
--- log had lost them.
-local function unplace(rules, id, claim)
+-- log had lost them. Given `only` (a set of keys), it leaves the places
+-- in other logs: they count until they move or leave with their window.
+local function unplace(rules, id, claim, only)
   local lost = false
   for _, rule in ipairs(rules) do
-    if rule.algorithm == 'sliding-log' then
+    if rule.algorithm == 'sliding-log' and (not only or only[rule.key]) then
       local removed = false
       for j = 1, rule.cost do
         if redis.call('ZREM', rule.key, '@' .. id .. '#' .. j) == 0 then

@@ -220,7 +220,11 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 	}
 	own := lua.Arrival{Class: encodeKeyPart(a.Class), Level: a.Priority, Tenant: a.Tenant, Weight: a.Weight,
 		Queue: a.Queue, ID: a.ID, Rules: rules}
-	t, err := ls.run(ctx, ls.scripts.Arrive, group, own.Args()...)
+	keys := ls.settings(group).ClassKeys(own.Class)
+	for i := 0; i < len(rules); i += 6 {
+		keys = append(keys, rules[i], frontierOf(rules[i]))
+	}
+	t, err := ls.runKeys(ctx, ls.scripts.Arrive, group, keys, own.Args()...)
 	if err != nil {
 		return fail(err)
 	}
