@@ -299,7 +299,7 @@ if lapsed() then
   redis.call('ZADD', kwake, now, class)
 else
   mine, near = takeOver(own, id, true)
-  mine = step(class, id, own) or mine
+  mine = step(class, id, function(flow) return flow == own end) or mine
   if not mine and near then
     mine = takeOver(own, id)
   end

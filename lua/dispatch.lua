@@ -4,6 +4,11 @@ after putting the tasks parked at enqueue in their lines
 (docs/FAIRNESS.md, "Parked at enqueue"); says when to call again.
 
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
+KEYS[4..]  the entrance (<base>qe); the keys of each class it may serve
+           (lua.LinesSettings.ClassKeys), and the logs, each followed by
+           its frontier note, of the flows it may serve and of the lapsed
+           grants it may take back. It serves and takes back only those:
+           needing others, it replies "again" with what it needs
 ARGV[7]    entering: a JSON array of {c class, l level, t tenant, q queue,
            id task id, w weight, r rules (their values as strings, six a
            rule: lines_head.lua)}, or absent. Without r the
@@ -15,7 +20,9 @@ ARGV[7+i]  the i-th (from 1) entry as read from the entrance, <base>qe,
 
 Reply: {0, 0, wake, 0, queue1, id1, ...}: wake is the time in us until
 the next call may give a grant (-1: nothing waits); queue, id as in
-arrive.lua.
+arrive.lua. Again: {4, 0, 0, 0, ...} with, besides the grants given, a
+pair ("\0", "<class>") per class whose keys it needs and ("\0",
+"<class>\0<log>") per log of the flows it may serve next.
 ]]
 -- #include lines_head.lua
 
@@ -94,19 +101,106 @@ local function enter(x, text)
   end
 end
 
+-- covers reports whether the call may serve flow: its class's keys and its
+-- rules' logs are declared. One it may not is wanted: the reply asks for
+-- them, the look below.
+local missed = false
+local function covers(class, flow)
+  local ok = declared(kclass(class))
+  for _, rule in ipairs(flow.rules) do
+    ok = ok and declared(rule.key)
+  end
+  missed = missed or not ok
+  return ok
+end
+
+-- wanted holds "<class>" and "<class>\0<key>" for the reply's look.
+local wanted, wantedSet = {}, {}
+local function want(text)
+  if not wantedSet[text] then
+    wantedSet[text] = true
+    wanted[#wanted + 1] = text
+  end
+end
+
+-- reap takes back the grants whose place passed more than `late` ago, when
+-- the call covers their flow. One whose keys fail is left until they are
+-- repaired.
+local function reap()
+  local lapsed = redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, most)
+  for _, id in ipairs(lapsed) do
+    local raw = redis.call('HGET', ktasks, id)
+    if raw then
+      pcall(function()
+        local task = cjson.decode(raw)
+        if not declared(kclass(task.c)) then
+          missed = true
+        elseif covers(task.c, flowOf(task.c, task.l, task.t)) then
+          takeBack(id, task)
+        end
+      end)
+    else
+      redis.call('ZREM', kgrants, id)
+    end
+  end
+end
+
+-- lookAt wants the logs of the flows a step of class may serve: the first
+-- `scan` of each level.
+local function lookAt(class)
+  for level = 1, levels do
+    for _, tenant in ipairs(redis.call('ZRANGE', kready(class, level), 0, scan - 1)) do
+      local ok, flow = pcall(flowOf, class, level, tenant)
+      for _, rule in ipairs(ok and flow.rules or {}) do
+        want(class .. '\0' .. rule.key)
+      end
+    end
+  end
+end
+
 reap()
 if ARGV[7] then
   for i, x in ipairs(cjson.decode(ARGV[7])) do
     enter(x, ARGV[7 + i])
   end
 end
-for _, class in ipairs(redis.call('ZRANGE', kwake, '-inf', num(now), 'BYSCORE', 'LIMIT', 0, 8)) do
+local due = redis.call('ZRANGE', kwake, '-inf', num(now), 'BYSCORE', 'LIMIT', 0, 8)
+for _, class in ipairs(due) do
   -- A class whose keys fail waits asideFor; the others go on. Its step
   -- reads before it writes: a blocked flow at most stands.
-  local ok, err = pcall(step, class)
-  if not ok then
-    refusals[#refusals + 1] = 'the lines of ' .. class .. ': ' .. errText(err)
-    redis.call('ZADD', kwake, num(now + asideFor), class)
+  if not declared(kclass(class)) then
+    missed = true
+    want(class)
+  else
+    local ok, err = pcall(step, class, nil, function(flow) return covers(class, flow) end)
+    if not ok then
+      refusals[#refusals + 1] = 'the lines of ' .. class .. ': ' .. errText(err)
+      redis.call('ZADD', kwake, num(now + asideFor), class)
+    end
   end
 end
-return reply(0, 0, 0, nextWake())
+if not missed then
+  return reply(0, 0, 0, nextWake())
+end
+-- Again: the keys of the flows this call may serve next, and of the
+-- lapsed grants' flows.
+for _, class in ipairs(due) do
+  if declared(kclass(class)) then
+    lookAt(class)
+  end
+end
+for _, id in ipairs(redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, most)) do
+  local ok, task = pcall(cjson.decode, redis.call('HGET', ktasks, id) or 'null')
+  if ok and type(task) == 'table' and task.c and declared(kclass(task.c)) then
+    local read, flow = pcall(flowOf, task.c, task.l, task.t)
+    for _, rule in ipairs(read and flow.rules or {}) do
+      want(task.c .. '\0' .. rule.key)
+    end
+  elseif ok and type(task) == 'table' and task.c then
+    want(task.c)
+  end
+end
+for _, text in ipairs(wanted) do
+  out[#out + 1], out[#out + 2] = '\0', text
+end
+return reply(4, 0, 0, 0)

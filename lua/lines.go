@@ -2,7 +2,6 @@ package lua
 
 import (
 	"embed"
-	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -19,30 +18,18 @@ var files embed.FS
 const includeMark = "-- #include "
 
 // keyCheckEnv, set to 1, makes package lua put keycheck.lua in front of
-// every script that declares all its keys, at load: tests run so.
+// every script at load: tests run so.
 const keyCheckEnv = "SLUICE_LUA_KEYCHECK"
-
-// undeclared are the scripts that still build keys they are not given, and
-// why: the key check leaves them alone (docs/SCRIPTS.md, "Steps").
-var undeclared = map[string]string{
-	"dispatch.lua": "builds the keys of the flows it serves and of their logs",
-	"waiting.lua":  "builds the keys of the flows it lists",
-}
-
-// Undeclared returns the scripts that do not yet take every key they touch
-// in KEYS, each with what it builds.
-func Undeclared() map[string]string { return maps.Clone(undeclared) }
 
 // WithKeyCheck returns src with keycheck.lua in front: a command of the
 // script whose key is not in KEYS then fails.
 func WithKeyCheck(src string) string { return compose("keycheck.lua") + "\n" + src }
 
 // load returns the text Redis runs for script file name: composed, and with
-// the key check in front when keyCheckEnv is 1 and the script declares its
-// keys.
+// the key check in front when keyCheckEnv is 1.
 func load(name string) string {
 	src := compose(name)
-	if _, ok := undeclared[name]; !ok && os.Getenv(keyCheckEnv) == "1" {
+	if os.Getenv(keyCheckEnv) == "1" {
 		src = WithKeyCheck(src)
 	}
 	return src

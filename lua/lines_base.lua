@@ -102,6 +102,18 @@ local function sweep(class, level)
   end
 end
 
+-- declared reports whether key is one of the call's KEYS.
+local declaredSet
+local function declared(key)
+  if not declaredSet then
+    declaredSet = {}
+    for _, k in ipairs(KEYS) do
+      declaredSet[k] = true
+    end
+  end
+  return declaredSet[key] == true
+end
+
 -- rulesFrom reads flat, the rules as values six by six from index first,
 -- into tables: {key, limit, window, cost, algorithm, shared}.
 local function rulesFrom(flat, first)

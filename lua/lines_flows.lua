@@ -67,20 +67,6 @@ local function takeBack(id, task, only)
   redis.call('ZADD', kwake, now, flow.class)
 end
 
--- reap takes back the grants whose place passed more than `late` ago. One
--- whose keys fail is left until they are repaired.
-local function reap()
-  local lapsed = redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, most)
-  for _, id in ipairs(lapsed) do
-    local raw = redis.call('HGET', ktasks, id)
-    if raw then
-      pcall(function() takeBack(id, cjson.decode(raw)) end)
-    else
-      redis.call('ZREM', kgrants, id)
-    end
-  end
-end
-
 -- unblock returns class's flows whose block has ended to the ready ones.
 local function unblock(class)
   local due = redis.call('ZRANGE', kblocked(class), '-inf', num(now), 'BYSCORE')
@@ -115,7 +101,8 @@ local function culprit(class, level, tenant)
     end
   end
   for key, kind in pairs(want) do
-    local got = redis.call('TYPE', key).ok
+    local got = declared(key) and redis.call('TYPE', key).ok or 'none'
+
     if got ~= 'none' and got ~= kind then
       return 'key ' .. key .. ' is a ' .. got .. ', not a ' .. kind
     end

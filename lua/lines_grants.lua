@@ -106,20 +106,21 @@ end
 -- pick returns the flow of class to serve next, its start tag and place;
 -- or nil, the time the shared rules are full until (if they are), whether
 -- flows were blocked or dropped on the way, and whether it stopped at a
--- flow other than `only` (when given: an arrival serves its own flow).
-local function pick(class, levelsInOrder, here, only)
+-- flow that `gate` refused: the call may not serve it (its keys are not
+-- declared).
+local function pick(class, levelsInOrder, here, gate)
   local lead = leadOf(class)
   local horizon = now + lead
   local changed = false
   for _, level in ipairs(levelsInOrder) do
     local found = redis.call('ZRANGE', kready(class, level), 0, scan - 1, 'WITHSCORES')
     for i = 1, #found, 2 do
-      if only and (level ~= only.level or found[i] ~= only.tenant) then
-        return nil, nil, changed, true
-      end
       -- Every key a grant writes is read first, guarded: one Redis refuses
       -- sets the flow aside before anything of it is written.
       local ok, flow = pcall(flowOf, class, level, found[i])
+      if ok and not gate(flow) then
+        return nil, nil, changed, true
+      end
       local err, head, own, shared = flow, nil, nil, nil
       if ok then
         ok, head = pcall(lineEnd, class, level, flow.tenant)
@@ -164,16 +165,17 @@ end
 
 -- step gives class's slots up to now + lead to its ready flows, fairly, at
 -- most `most`, appending parked tasks' grants to out. `here` is a task at
--- the calling worker; step returns its place, or false. Given `only` (a
--- flow), it serves that flow alone, and stops, the class due now, when
--- another comes first: an arrival declares no other flow's rules.
-local function step(class, here, only)
+-- the calling worker; step returns its place, or false. It serves only the
+-- flows `gate` lets through, and stops, the class due now, at the first
+-- that it does not: an arrival serves its own flow, a dispatch the flows
+-- whose keys it was given.
+local function step(class, here, gate)
   unblock(class)
   local lead = leadOf(class)
   local given, mine, wake, passes = 0, false, nil, 0
   while given < most and passes < 8 do
     local all, readyLevels, credit = order(class)
-    local chosen, full, changed, stopped = pick(class, all, here, only)
+    local chosen, full, changed, stopped = pick(class, all, here, gate)
     if stopped then
       wake = now
       break

@@ -8,14 +8,19 @@ hash tag ("sluice:{limits}"), shared with the windows the lines serve.
                                credit; lead; p<log>, f<log> a log's pace
   <base>qr:<class>:<lvl> zset  ready flows (tenant) by start tag
   <base>qb:<class>       zset  blocked flows ("<level>:<tenant>") by end
-  <base>ql:<class>:<lvl>:<tenant>  list  the flow's tasks, "<#queue>:<queue><id>"
-  <base>qf:<class>:<lvl>:<tenant>  hash  f finish tag, w weight, r rules
+  <base>qF:<class>       hash  the flows' records: f<lvl>:<tenant> finish
+                               tag, w<lvl>:<tenant> weight, r... rules
+  <base>qL:<class>:<lvl> zset  the lines, by member "<#tenant>:<tenant>
+                               <seq, 16 hex><#queue>:<queue><id>"
+  <base>qi:<class>:<lvl> zset  idle flows (tenant), by when they emptied
+  <base>qn:<class>:<0|1> hash  grants per tenant in a share span (field ''
+                               names the span), by the span's parity
   <base>qt               hash  task id -> {s 'W' waiting | 'G' granted, c
-                               class, l level, t tenant, q queue, p place,
-                               S start tag, g time of grant, r SHA-1 of rules}
+                               class, l level, t tenant, q queue, n seq in
+                               line, p place, S start tag, g time of
+                               grant, r SHA-1 of rules}
   <base>qg               zset  granted task ids by place
   <base>qw               zset  classes with waiting flows, by when to look
-  <base>qn:<class>:<span> hash grants per tenant in a share span
   <base>qe               list  the entrance: tasks parked at enqueue
 
 A rule comes as six values: key, limit, window (us), cost, algorithm,
@@ -24,7 +29,8 @@ the JSON array of those values as strings (cjson.encode of them, so that
 every script writes the same text), and a grant the SHA-1 of that text.
 
 KEYS[1]  <base>qw    KEYS[2]  <base>qt    KEYS[3]  <base>qg
-         the operation's own keys follow, from KEYS[4]
+         the operation's own keys follow, from KEYS[4]; a script builds
+         key names, but touches only those in KEYS (lua/keycheck.lua)
 ARGV[1]  base
 ARGV[2]  lead, us: how far ahead a parked task is first given a place
 ARGV[3]  tolerance, us: how late after its place a granted task may come

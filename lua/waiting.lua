@@ -4,7 +4,9 @@ line, its weight and its tenant's grants in the class over the current
 and the previous share span. Read only.
 
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
+KEYS[4..]  the keys of each class (lua.LinesSettings.ClassKeys)
 ARGV[7]  at most this many flows
+ARGV[8..]  the classes, as read from <base>qw
 
 Reply: {0, 0, -1, share span us, then per flow: class, level, tenant,
 tasks in line, weight, grants}.
@@ -15,7 +17,7 @@ tasks in line, weight, grants}.
 local atMost = tonumber(ARGV[7])
 local r = {0, 0, -1, shareSpan}
 local span = math.floor(now / shareSpan)
-for _, class in ipairs(redis.call('ZRANGE', kwake, 0, -1)) do
+for _, class in ipairs({unpack(ARGV, 8)}) do
   local recent = {}
   for _, key in ipairs({kshares(class, span - 1), kshares(class, span)}) do
     local h = redis.call('HGETALL', key)

@@ -75,11 +75,12 @@ func (ls *Lines) Enter(ctx context.Context, entries ...Entry) error {
 
 // entering reads the head of the entrance of group and returns
 // dispatch.lua's arguments that take it in (none when the lines have no
-// EntryRules or the entrance is empty), how many entries it read, and what
+// EntryRules or the entrance is empty), the keys they need declared (their
+// classes' and their rules' logs), how many entries it read, and what
 // Redis refused.
-func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error) {
+func (ls *Lines) entering(ctx context.Context, group string) ([]any, []string, int, error) {
 	if ls.cfg.Rules == nil {
-		return nil, 0, nil
+		return nil, nil, 0, nil
 	}
 	// The heartbeat first: an entrance that fails is still read by a loop.
 	read := ls.l.rdb.Pipeline()
@@ -91,8 +92,9 @@ func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error)
 		if err == redis.Nil {
 			err = nil
 		}
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
+	var keys []string
 	stale := time.Now().Add(-entryStale).UnixMilli()
 	type entering struct {
 		S  bool     `json:"s,omitempty"`
@@ -116,12 +118,16 @@ func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error)
 			continue
 		}
 		x := entering{C: encodeKeyPart(e.Class), L: e.Priority, T: e.Tenant, Q: e.Queue, ID: e.ID}
+		keys = append(keys, ls.settings(group).ClassKeys(x.C)...)
 		w, checks := ls.cfg.Rules(e.Class, e.Tenant)
 		if len(checks) > 0 {
 			// Rules the lines cannot keep release the task: its arrival at
 			// a worker says what is wrong with them.
 			if rules, g, err := ls.rules(checks); err == nil && g == group {
 				x.R, x.W = rules, w
+				for i := 0; i < len(rules); i += 6 {
+					keys = append(keys, rules[i], frontierOf(rules[i]))
+				}
 				if !(x.W > 0) {
 					x.W = 1
 				}
@@ -131,12 +137,12 @@ func (ls *Lines) entering(ctx context.Context, group string) ([]any, int, error)
 	}
 	enc, err := json.Marshal(batch)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	args := make([]any, 0, 1+len(raw))
 	args = append(args, string(enc))
 	for _, r := range raw {
 		args = append(args, r)
 	}
-	return args, len(raw), nil
+	return args, keys, len(raw), nil
 }

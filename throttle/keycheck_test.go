@@ -2,8 +2,6 @@ package throttle_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,15 +47,4 @@ func TestKeyCheck(t *testing.T) {
 			args[1] = "c2"
 		}
 	})
-}
-
-// TestUndeclaredScriptsExist: the scripts the key check leaves alone are
-// scripts of package lua, each with what it still builds.
-func TestUndeclaredScriptsExist(t *testing.T) {
-	t.Parallel()
-	for name, why := range lua.Undeclared() {
-		if _, err := os.Stat(filepath.Join("..", "lua", name)); err != nil || why == "" {
-			t.Errorf("%s: %v, reason %q", name, err, why)
-		}
-	}
 }

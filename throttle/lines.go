@@ -28,6 +28,7 @@ type Lines struct {
 	l       *Limiter
 	cfg     LinesConfig
 	scripts lua.LineScripts
+	look    dispatchLook
 }
 
 // Defaults of LinesConfig, each used for a zero field.
@@ -177,6 +178,11 @@ type Turn struct {
 	// Refused says what Redis refused in the flows and classes this call
 	// set aside for a while (a damaged key), serving the others.
 	Refused []string
+	// Calls is, for Dispatch, how many script calls it made: more than one
+	// when a call needed keys it was not given (docs/SCRIPTS.md).
+	Calls int
+	// wanted are the keys dispatch.lua asked for (dispatchLook.learn).
+	wanted []string
 	// By is, for Parked, the index in Arrival.Checks of the check the task
 	// waits for: the one with room last, or the first shared one when the
 	// task waits for its turn; -1 otherwise.
@@ -239,15 +245,35 @@ func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 		return Turn{}, ls.l.err
 	}
 	group := encodeKeyPart(DefaultGroup)
-	in, n, ierr := ls.entering(ctx, group)
+	in, extra, n, ierr := ls.entering(ctx, group)
 	damaged := redis.Error(nil)
 	if ierr != nil && !errors.As(ierr, &damaged) {
 		// Redis unreachable, or ctx done: the step would fare no better.
 		return Turn{}, fmt.Errorf("throttle: dispatch the lines: read the entrance: %w", ierr)
 	}
-	t, err := ls.run(ctx, ls.scripts.Dispatch, group, in...)
-	if err != nil {
-		return Turn{}, fmt.Errorf("throttle: dispatch the lines: %w", err)
+	// Each call declares the keys the last one asked for; one that needs
+	// others says so and gives what it could, and the next declares them.
+	t := Turn{}
+	for call := 1; ; call++ {
+		r, err := ls.runKeys(ctx, ls.scripts.Dispatch, group, ls.look.keys(ls.settings(group), extra), in...)
+		if err != nil && call == 1 {
+			return Turn{}, fmt.Errorf("throttle: dispatch the lines: %w", err)
+		}
+		if err != nil {
+			t.Wake = 0 // what the first calls gave stands; the loop calls again
+			break
+		}
+		t.Granted, t.Refused, t.Wake = append(t.Granted, r.Granted...), append(t.Refused, r.Refused...), r.Wake
+		t.Calls = call
+		if r.Outcome != dispatchAgain {
+			break
+		}
+		ls.look.learn(r.wanted)
+		in, extra = nil, nil // taken in by the first call
+		if call == mostDispatchCalls {
+			t.Wake = 0 // the loop calls again at once
+			break
+		}
 	}
 	if damaged != nil {
 		// A damaged entrance stops no one: the lines go on without it.
@@ -527,6 +553,10 @@ func (ls *Lines) runKeys(ctx context.Context, script *redis.Script, group string
 	for i := 4; i+1 < len(reply); i += 2 {
 		q, _ := reply[i].(string)
 		id, _ := reply[i+1].(string)
+		if q == "\x00" {
+			t.wanted = append(t.wanted, id)
+			continue
+		}
 		if q == "" {
 			t.Refused = append(t.Refused, id)
 			continue

@@ -27,8 +27,9 @@ const ShareSpan = 5 * time.Second
 
 // Waiting returns the flows of the default group that have tasks waiting,
 // at most most of them (at most MaxFlows), with their lines and recent
-// grants. It only reads, in one script call whose Redis time grows with
-// most: a page that shows them should ask for a few hundred.
+// grants. It only reads: the classes that wait, then one script call, given
+// their keys, whose Redis time grows with most: a page that shows them
+// should ask for a few hundred.
 func (ls *Lines) Waiting(ctx context.Context, most int) ([]WaitingFlow, error) {
 	if ls.l.err != nil {
 		return nil, ls.l.err
@@ -39,7 +40,17 @@ func (ls *Lines) Waiting(ctx context.Context, most int) ([]WaitingFlow, error) {
 	group := encodeKeyPart(DefaultGroup)
 	most = min(max(most, 1), MaxFlows)
 	s := ls.settings(group)
-	reply, err := ls.scripts.Waiting.Run(ctx, ls.l.rdb, s.Keys(), s.Args(most)...).Slice()
+	classes, err := ls.l.rdb.ZRange(ctx, s.Base+"qw", 0, -1).Result()
+	if err != nil {
+		return fail(err)
+	}
+	var keys []string
+	args := []any{most}
+	for _, c := range classes {
+		keys = append(keys, s.ClassKeys(c)...)
+		args = append(args, c)
+	}
+	reply, err := ls.scripts.Waiting.Run(ctx, ls.l.rdb, s.Keys(keys...), s.Args(args...)...).Slice()
 	if err != nil {
 		return fail(err)
 	}

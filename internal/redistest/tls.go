@@ -36,10 +36,10 @@ const SluiceUser = "sluice"
 // fail when Redis logs a command the user was refused (see CheckACLLog).
 // docs/WORKERS.md shows the same rules.
 const SluiceACL = "resetkeys ~sluice:* ~asynq:* resetchannels &asynq:* &sluice:* -@all " +
-	"+ping +hello +eval +evalsha +multi +exec +time +info +publish +subscribe " +
+	"+ping +hello +eval +evalsha +multi +exec +time +info +publish +subscribe +type " +
 	"+get +set +setex +del +exists +expire +expireat +pexpire +pttl +incr " +
-	"+hget +hmget +hgetall +hset +hdel +lpush +rpush +lpop +lindex +llen +lrange +lpos +lrem +rpoplpush +sadd +srem +smembers +sismember " +
-	"+zadd +zrem +zcard +zcount +zscore +zrange +zrevrange +zrangebyscore +zremrangebyscore +zremrangebyrank"
+	"+hget +hmget +hgetall +hset +hdel +hexists +lpush +rpush +lpop +lindex +llen +lrange +lpos +lrem +rpoplpush +sadd +srem +smembers +sismember " +
+	"+zadd +zrem +zcard +zcount +zlexcount +zscore +zrange +zrevrange +zrangebyscore +zremrangebyscore +zremrangebyrank"
 
 // TLS is a redis-server of a test's own that listens only for TLS on
 // loopback, with a certificate for 127.0.0.1 signed by a CA made for the

@@ -1,0 +1,53 @@
+package throttle_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// TestLinesDispatchAsksAgain: a process's first Dispatch knows no keys of
+// the lines; its script serves none it was not given, asks for them, and
+// the next call, given them, gives the slots: each class its next (paced)
+// slot, in one Dispatch. A second Dispatch declares what it learned and asks nothing.
+func TestLinesDispatchAsksAgain(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		s := newLineScene(t, rdb, l, prefix) // acme and globex wait in sms, initech in email
+		time.Sleep(s.window.Window)          // room again in each class
+		fresh := l.Lines(throttle.LinesConfig{})
+		turn, err := fresh.Dispatch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn.Calls < 2 {
+			t.Errorf("a first Dispatch made %d calls, want it to ask again for the keys it was not given", turn.Calls)
+		}
+		byClass := map[byte]int{}
+		for _, g := range turn.Granted {
+			byClass[g.ID[0]]++
+		}
+		if byClass['s'] == 0 || byClass['e'] == 0 || len(turn.Refused) > 0 {
+			t.Errorf("grants %v (refused %q), want slots of sms and of email", turn.Granted, turn.Refused)
+		}
+		time.Sleep(s.window.Window)
+		turn, err = fresh.Dispatch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn.Calls != 1 || len(turn.Granted) == 0 {
+			t.Errorf("a second Dispatch made %d calls and gave %v, want one call that gives slots", turn.Calls, turn.Granted)
+		}
+		for _, g := range turn.Granted {
+			if !strings.HasPrefix(g.ID, "s") && !strings.HasPrefix(g.ID, "e") {
+				t.Errorf("grant of %q, not a task of the scene", g.ID)
+			}
+		}
+	})
+}
