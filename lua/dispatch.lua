@@ -172,7 +172,13 @@ for _, class in ipairs(due) do
     missed = true
     want(class)
   else
+    local before = missed
+    missed = false
     local ok, err = pcall(step, class, nil, function(flow) return covers(class, flow) end)
+    if ok and missed then
+      redis.call('ZADD', kwake, now, class) -- the next call serves it on
+    end
+    missed = missed or before
     if not ok then
       refusals[#refusals + 1] = 'the lines of ' .. class .. ': ' .. errText(err)
       redis.call('ZADD', kwake, num(now + asideFor), class)
@@ -186,7 +192,7 @@ end
 -- lapsed grants' flows.
 for _, class in ipairs(due) do
   if declared(kclass(class)) then
-    lookAt(class)
+    pcall(lookAt, class) -- a damaged class is set aside above
   end
 end
 for _, id in ipairs(redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, most)) do

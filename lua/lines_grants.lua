@@ -166,9 +166,9 @@ end
 -- step gives class's slots up to now + lead to its ready flows, fairly, at
 -- most `most`, appending parked tasks' grants to out. `here` is a task at
 -- the calling worker; step returns its place, or false. It serves only the
--- flows `gate` lets through, and stops, the class due now, at the first
--- that it does not: an arrival serves its own flow, a dispatch the flows
--- whose keys it was given.
+-- flows `gate` lets through, and stops at the first that it does not: an
+-- arrival serves its own flow, a dispatch the flows whose keys it was
+-- given (dispatch.lua then sets the class due now).
 local function step(class, here, gate)
   unblock(class)
   local lead = leadOf(class)
@@ -177,8 +177,9 @@ local function step(class, here, gate)
     local all, readyLevels, credit = order(class)
     local chosen, full, changed, stopped = pick(class, all, here, gate)
     if stopped then
-      wake = now
-      break
+      -- The class's wake stays: when its first flow is due, or now if
+      -- this call made a flow ready (waiting).
+      return mine
     end
     if chosen then
       local queue, id, taken = grant(chosen.flow, chosen.start, chosen.place, here)
