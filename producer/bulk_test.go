@@ -95,20 +95,16 @@ func lineErr(n int, field, msg string) bulkResult {
 	return bulkResult{Line: n, Field: field, Err: msg}
 }
 
-func TestReadBulk(t *testing.T) {
-	t.Parallel()
-	// jsonOfLen returns an email line of exactly n bytes, its body too
-	// long for an email.
-	head := `{"type":"email","tenant":"acme","to":"ada@example.com","subject":"S","body":"`
-	jsonOfLen := func(n int) string { return head + strings.Repeat("a", n-len(head)-2) + `"}` }
-	bodyLen := producer.MaxBulkLine - len(head) - 2
-	bodyTooLong := fmt.Sprintf(`line 1: invalid task: body "%s"... (%d bytes): is %[2]d bytes, more than %d`,
-		strings.Repeat("a", 40), bodyLen, producer.MaxEmailBody)
-	cases := []struct {
-		name  string
-		input string
-		want  []bulkResult
-	}{
+// bulkCase is an input for ReadBulk and what it must give for each line.
+type bulkCase struct {
+	name  string
+	input string
+	want  []bulkResult
+}
+
+// goodBulkCases are inputs whose every line is a good task.
+func goodBulkCases() []bulkCase {
+	return []bulkCase{
 		{"empty", "", nil},
 		{"good sms", smsLine + "\n", []bulkResult{at(1, smsResult)}},
 		{"good email", emailLine + "\n", []bulkResult{at(1, emailResult)}},
@@ -132,7 +128,12 @@ func TestReadBulk(t *testing.T) {
 			[]bulkResult{at(1, smsResult), at(2, emailResult)}},
 		{"byte order mark", "\xef\xbb\xbf" + smsLine + "\n", []bulkResult{at(1, smsResult)}},
 		{"spaces around", "  " + smsLine + " \t\n", []bulkResult{at(1, smsResult)}},
+	}
+}
 
+// badBulkCases are inputs with bad lines, each refused alone.
+func badBulkCases() []bulkCase {
+	return []bulkCase{
 		{"unknown field", `{"type":"sms","tenant":"acme","to":"+15551234567","body":"hi","cc":"+15550000000"}`,
 			[]bulkResult{lineErr(1, "", `line 1: invalid task: json: unknown field "cc"`)}},
 		{"bad JSON", smsLine + "\n{\"type\":\"sms\",\n" + emailLine,
@@ -175,7 +176,22 @@ func TestReadBulk(t *testing.T) {
 			[]bulkResult{lineErr(1, "process_at", `line 1: invalid task: process_at "tomorrow": is not an RFC 3339 time such as "2030-01-02T15:04:05Z"`)}},
 		{"process_in and process_at", `{"type":"sms","tenant":"acme","to":"+15551234567","body":"hi","process_in":"1m","process_at":"2030-01-02T15:04:05Z"}`,
 			[]bulkResult{lineErr(1, "process_at", `line 1: invalid task: process_at "2030-01-02T15:04:05Z": is given with process_in; give one of them`)}},
+	}
+}
 
+// bulkHead starts the email line of jsonOfLen.
+const bulkHead = `{"type":"email","tenant":"acme","to":"ada@example.com","subject":"S","body":"`
+
+// jsonOfLen returns an email line of exactly n bytes, its body too long for
+// an email.
+func jsonOfLen(n int) string { return bulkHead + strings.Repeat("a", n-len(bulkHead)-2) + `"}` }
+
+// longBulkCases are inputs with lines at and past MaxBulkLine.
+func longBulkCases() []bulkCase {
+	bodyLen := producer.MaxBulkLine - len(bulkHead) - 2
+	bodyTooLong := fmt.Sprintf(`line 1: invalid task: body "%s"... (%d bytes): is %[2]d bytes, more than %d`,
+		strings.Repeat("a", 40), bodyLen, producer.MaxEmailBody)
+	return []bulkCase{
 		// A line of MaxBulkLine bytes is read and validated; one byte more
 		// is refused unread, and reading goes on at the next line.
 		{"line of MaxBulkLine bytes", jsonOfLen(producer.MaxBulkLine) + "\r\n",
@@ -185,7 +201,11 @@ func TestReadBulk(t *testing.T) {
 		{"oversized last line", jsonOfLen(4 * producer.MaxBulkLine),
 			[]bulkResult{lineErr(1, "", "line 1: invalid task: the line is longer than 1048576 bytes")}},
 	}
-	for _, tc := range cases {
+}
+
+func TestReadBulk(t *testing.T) {
+	t.Parallel()
+	for _, tc := range slices.Concat(goodBulkCases(), badBulkCases(), longBulkCases()) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got := readBulk(t, tc.input)

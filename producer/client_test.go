@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -151,16 +152,33 @@ func TestBadInputReachesNoRedis(t *testing.T) {
 	rdb := redistest.Client(t)
 	c := producer.NewClientFromRedisClient(rdb)
 	ctx := context.Background()
-	byHand := func(typ, payload string, headers map[string]string) *asynq.Task {
-		return asynq.NewTaskWithHeaders(typ, []byte(payload), headers)
+	for _, tc := range slices.Concat(badTypedInputs(ctx, c), badEnqueueInputs(ctx, c)) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := redistest.Queue(t, rdb)
+			info, err := tc.enqueue(asynq.Queue(q))
+			if info != nil {
+				t.Errorf("got TaskInfo %+v with error %v", info, err)
+			}
+			assertInvalid(t, err, tc.field)
+			if !strings.HasPrefix(err.Error(), "producer: ") {
+				t.Errorf("error %q does not say where it comes from", err)
+			}
+			assertNothingIn(t, rdb, q)
+		})
 	}
-	okHeaders := map[string]string{producer.HeaderTenant: "acme", producer.HeaderMaxRetry: "3"}
-	okPayload := `{"to":"+15551234567","body":"hi"}`
-	cases := []struct {
-		name    string
-		enqueue func(q asynq.Option) (*asynq.TaskInfo, error)
-		field   string
-	}{
+}
+
+// badInput enqueues a bad task into the queue q; its error must name field.
+type badInput struct {
+	name    string
+	enqueue func(q asynq.Option) (*asynq.TaskInfo, error)
+	field   string
+}
+
+// badTypedInputs are bad SMS and emails given to EnqueueSMS and EnqueueEmail.
+func badTypedInputs(ctx context.Context, c *producer.Client) []badInput {
+	return []badInput{
 		{"SMS tenant", func(q asynq.Option) (*asynq.TaskInfo, error) { return c.EnqueueSMS(ctx, "acme:{x}", goodSMS, q) }, "tenant"},
 		{"SMS to", func(q asynq.Option) (*asynq.TaskInfo, error) {
 			return c.EnqueueSMS(ctx, "acme", producer.SMS{To: "555-1234", Body: "hi"}, q)
@@ -178,6 +196,18 @@ func TestBadInputReachesNoRedis(t *testing.T) {
 			m.Subject = "Hi\r\nBcc: eve@example.com"
 			return c.EnqueueEmail(ctx, "acme", m, q)
 		}, "subject"},
+	}
+}
+
+// badEnqueueInputs are bad tasks given to Enqueue, most of them built by
+// hand.
+func badEnqueueInputs(ctx context.Context, c *producer.Client) []badInput {
+	byHand := func(typ, payload string, headers map[string]string) *asynq.Task {
+		return asynq.NewTaskWithHeaders(typ, []byte(payload), headers)
+	}
+	okHeaders := map[string]string{producer.HeaderTenant: "acme", producer.HeaderMaxRetry: "3"}
+	okPayload := `{"to":"+15551234567","body":"hi"}`
+	return []badInput{
 		{"Enqueue nil task", func(q asynq.Option) (*asynq.TaskInfo, error) { return c.Enqueue(ctx, nil, q) }, ""},
 		{"Enqueue other type", func(q asynq.Option) (*asynq.TaskInfo, error) {
 			return c.Enqueue(ctx, byHand("push:send", okPayload, okHeaders), q)
@@ -213,21 +243,6 @@ func TestBadInputReachesNoRedis(t *testing.T) {
 			}
 			return c.Enqueue(ctx, task, q, asynq.MaxRetry(3))
 		}, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			q := redistest.Queue(t, rdb)
-			info, err := tc.enqueue(asynq.Queue(q))
-			if info != nil {
-				t.Errorf("got TaskInfo %+v with error %v", info, err)
-			}
-			assertInvalid(t, err, tc.field)
-			if !strings.HasPrefix(err.Error(), "producer: ") {
-				t.Errorf("error %q does not say where it comes from", err)
-			}
-			assertNothingIn(t, rdb, q)
-		})
 	}
 }
 

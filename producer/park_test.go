@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/producer"
@@ -27,8 +28,30 @@ func TestParkAtEnqueue(t *testing.T) {
 	q := redistest.Queue(t, rdb)
 	prefix := redistest.Prefix(t)
 	entrance := prefix + "{" + throttle.DefaultGroup + "}qe"
+	fillLines(t, rdb, prefix, q)
 
-	// SMS wait: the provider's hourly rule of 1 is full.
+	c := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
+	checkParkedAtEnqueue(t, rdb, c, q, entrance)
+	checkNotParked(t, rdb, c, prefix, q, entrance)
+
+	// A damaged entrance: the task is enqueued and run now.
+	if err := rdb.Set(ctx, entrance, "damaged", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.EnqueueSMS(ctx, "globex", goodSMS, asynq.Queue(q))
+	if err != nil || errors.Is(err, producer.ErrEnqueuedLate) {
+		t.Fatalf("SMS with the entrance refused: %v", err)
+	}
+	if got := taskInfo(t, rdb, q, info.ID); got.State != asynq.TaskStatePending {
+		t.Errorf("SMS with the entrance refused: %v, want pending", got.State)
+	}
+}
+
+// fillLines makes SMS of prefix wait: the provider's hourly rule of 1 is
+// full, and a worker's dispatch loop has taken the entrance in (here, once).
+func fillLines(t *testing.T, rdb redis.UniversalClient, prefix, q string) {
+	t.Helper()
+	ctx := context.Background()
 	ls := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)).Lines(throttle.LinesConfig{})
 	checks := []throttle.LineCheck{{Check: throttle.Check{Key: "provider/sms", Policy: throttle.Policy{Limit: 1, Window: time.Hour}, Cost: 1}, Shared: true}}
 	for i, want := range []throttle.Outcome{throttle.Admitted, throttle.Parked} {
@@ -37,14 +60,17 @@ func TestParkAtEnqueue(t *testing.T) {
 			t.Fatalf("arrival %d: %v, %v; want %v", i, turn.Outcome, err, want)
 		}
 	}
-
-	// A worker's dispatch loop takes the entrance in (here, once).
 	rules := func(string, string) (float64, []throttle.LineCheck) { return 1, checks }
 	if _, err := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)).Lines(throttle.LinesConfig{Rules: rules}).Dispatch(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	c := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
+// checkParkedAtEnqueue enqueues an SMS due now through c: it must be
+// scheduled a park later and be the one entry of the lines' entrance.
+func checkParkedAtEnqueue(t *testing.T, rdb redis.UniversalClient, c *producer.Client, q, entrance string) {
+	t.Helper()
+	ctx := context.Background()
 	before := time.Now()
 	info, err := c.EnqueueSMS(ctx, "globex", goodSMS, asynq.Queue(q), producer.Priority(1))
 	if err != nil {
@@ -63,7 +89,13 @@ func TestParkAtEnqueue(t *testing.T) {
 		e != (throttle.Entry{Class: producer.TypeSMS, Priority: 1, Tenant: "globex", Queue: q, ID: info.ID, At: e.At}) {
 		t.Fatalf("entrance holds %q, want the parked SMS", raw)
 	}
+}
 
+// checkNotParked enqueues the tasks that go the usual way while SMS wait:
+// each takes its usual state and the entrance keeps its one entry.
+func checkNotParked(t *testing.T, rdb redis.UniversalClient, c *producer.Client, prefix, q, entrance string) {
+	t.Helper()
+	ctx := context.Background()
 	later, err := producer.NewSMSTask("globex", goodSMS, asynq.ProcessIn(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -102,18 +134,6 @@ func TestParkAtEnqueue(t *testing.T) {
 		if n := rdb.LLen(ctx, entrance).Val(); n != 1 {
 			t.Errorf("%s: the entrance holds %d, want still 1", u.name, n)
 		}
-	}
-
-	// A damaged entrance: the task is enqueued and run now.
-	if err := rdb.Set(ctx, entrance, "damaged", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	info, err = c.EnqueueSMS(ctx, "globex", goodSMS, asynq.Queue(q))
-	if err != nil || errors.Is(err, producer.ErrEnqueuedLate) {
-		t.Fatalf("SMS with the entrance refused: %v", err)
-	}
-	if got := taskInfo(t, rdb, q, info.ID); got.State != asynq.TaskStatePending {
-		t.Errorf("SMS with the entrance refused: %v, want pending", got.State)
 	}
 }
 

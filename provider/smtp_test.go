@@ -544,18 +544,22 @@ func TestSMTPMessageID(t *testing.T) {
 	}
 }
 
-func TestSMTPErrors(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name          string
-		opts          smtpServerOptions
-		down          bool   // nothing listens
-		password      string // instead of smtpPassword
-		wantPermanent bool
-		wantCode      int      // the server's reply code, 0 for none
-		wantText      []string // in the error
-		wantAuthTries int
-	}{
+// smtpErrorCase is a failing send and what its error must say.
+type smtpErrorCase struct {
+	name          string
+	opts          smtpServerOptions
+	down          bool   // nothing listens
+	password      string // instead of smtpPassword
+	wantPermanent bool
+	wantCode      int      // the server's reply code, 0 for none
+	wantText      []string // in the error
+	wantAuthTries int
+}
+
+// smtpErrorCases are the failures of TestSMTPErrors: replies that ask to
+// retry or refuse for good, no server, and a server without STARTTLS.
+func smtpErrorCases() []smtpErrorCase {
+	return []smtpErrorCase{
 		{
 			name:          "wrong password",
 			opts:          smtpServerOptions{tls: true, auth: true},
@@ -616,7 +620,11 @@ func TestSMTPErrors(t *testing.T) {
 			wantAuthTries: 0,
 		},
 	}
-	for _, tc := range cases {
+}
+
+func TestSMTPErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range smtpErrorCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ts := startSMTPServer(t, tc.opts)

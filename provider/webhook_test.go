@@ -265,61 +265,71 @@ func TestWebhookDefaultClient(t *testing.T) {
 	}
 }
 
+// replyOutcome is what a send makes of a provider's reply.
+type replyOutcome int
+
+const (
+	replySent replyOutcome = iota
+	replyThrottled
+	replyRetried
+	replyArchived
+)
+
+// webhookReplyCase is a provider reply and what the send makes of it.
+type webhookReplyCase struct {
+	name      string
+	reply     func(http.ResponseWriter)
+	want      replyOutcome
+	wantWait  [2]time.Duration // bounds of RetryAfter, when throttled
+	wantInErr []string
+}
+
+// webhookReplyCases are the replies of TestWebhookReplies.
+func webhookReplyCases() []webhookReplyCase {
+	// The HTTP date is in whole seconds: a date d ahead is a wait of d-1s
+	// to d.
+	dateIn := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(http.TimeFormat) }
+	return []webhookReplyCase{
+		{"200", status(http.StatusOK, `{"status":"queued"}`), replySent, [2]time.Duration{}, nil},
+		{"201", status(http.StatusCreated, ""), replySent, [2]time.Duration{}, nil},
+		{"204", status(http.StatusNoContent, ""), replySent, [2]time.Duration{}, nil},
+		{"429 with seconds", status(http.StatusTooManyRequests, "slow down", "Retry-After", "7"), replyThrottled,
+			[2]time.Duration{7 * time.Second, 7 * time.Second}, []string{"provider 429", "429 Too Many Requests: slow down"}},
+		{"429 with zero seconds", status(http.StatusTooManyRequests, "", "Retry-After", "0"), replyThrottled,
+			[2]time.Duration{0, 0}, []string{"429 Too Many Requests"}},
+		{"429 with an HTTP date", func(w http.ResponseWriter) {
+			status(http.StatusTooManyRequests, "slow down", "Retry-After", dateIn(30*time.Second))(w)
+		}, replyThrottled, [2]time.Duration{28 * time.Second, 30 * time.Second}, []string{"slow down"}},
+		{"429 with a past HTTP date", func(w http.ResponseWriter) {
+			status(http.StatusTooManyRequests, "", "Retry-After", dateIn(-time.Hour))(w)
+		}, replyThrottled, [2]time.Duration{0, 0}, nil},
+		{"429 with more than a year", status(http.StatusTooManyRequests, "", "Retry-After", "40000000"), replyThrottled,
+			[2]time.Duration{365 * 24 * time.Hour, 365 * 24 * time.Hour}, nil},
+		{"429 without Retry-After", status(http.StatusTooManyRequests, "slow down"), replyThrottled,
+			[2]time.Duration{provider.DefaultProviderRetry, provider.DefaultProviderRetry}, []string{"slow down"}},
+		{"429 with a bad Retry-After", status(http.StatusTooManyRequests, "", "Retry-After", "soon"), replyThrottled,
+			[2]time.Duration{provider.DefaultProviderRetry, provider.DefaultProviderRetry}, nil},
+		{"500", status(http.StatusInternalServerError, "database on fire"), replyRetried, [2]time.Duration{},
+			[]string{"webhook: ", "500 Internal Server Error: database on fire"}},
+		{"502 without a body", status(http.StatusBadGateway, ""), replyRetried, [2]time.Duration{}, []string{"502 Bad Gateway"}},
+		{"503", status(http.StatusServiceUnavailable, "maintenance\n", "Retry-After", "60"), replyRetried, [2]time.Duration{},
+			[]string{"503 Service Unavailable: maintenance"}},
+		{"400", status(http.StatusBadRequest, "  number not in service\n"), replyArchived, [2]time.Duration{},
+			[]string{"webhook: ", "400 Bad Request: number not in service"}},
+		{"401", status(http.StatusUnauthorized, "bad API key"), replyArchived, [2]time.Duration{}, []string{"401 Unauthorized: bad API key"}},
+		{"404 without a body", status(http.StatusNotFound, ""), replyArchived, [2]time.Duration{}, []string{"404 Not Found"}},
+		{"422", status(http.StatusUnprocessableEntity, `{"error":"body too long"}`), replyArchived, [2]time.Duration{},
+			[]string{`{"error":"body too long"}`}},
+		{"long message cut to 512 bytes", status(http.StatusBadRequest, strings.Repeat("x", 600)+"END"), replyArchived, [2]time.Duration{},
+			[]string{strings.Repeat("x", 512)}},
+	}
+}
+
 // TestWebhookReplies maps each kind of provider reply to its outcome: sent,
 // throttled (not a failure), retried with backoff, or archived.
 func TestWebhookReplies(t *testing.T) {
 	t.Parallel()
-	type outcome int
-	const (
-		sent outcome = iota
-		throttled
-		retried
-		archived
-	)
-	// The HTTP date is in whole seconds: a date d ahead is a wait of d-1s
-	// to d.
-	dateIn := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(http.TimeFormat) }
-	cases := []struct {
-		name      string
-		reply     func(http.ResponseWriter)
-		want      outcome
-		wantWait  [2]time.Duration // bounds of RetryAfter, when throttled
-		wantInErr []string
-	}{
-		{"200", status(http.StatusOK, `{"status":"queued"}`), sent, [2]time.Duration{}, nil},
-		{"201", status(http.StatusCreated, ""), sent, [2]time.Duration{}, nil},
-		{"204", status(http.StatusNoContent, ""), sent, [2]time.Duration{}, nil},
-		{"429 with seconds", status(http.StatusTooManyRequests, "slow down", "Retry-After", "7"), throttled,
-			[2]time.Duration{7 * time.Second, 7 * time.Second}, []string{"provider 429", "429 Too Many Requests: slow down"}},
-		{"429 with zero seconds", status(http.StatusTooManyRequests, "", "Retry-After", "0"), throttled,
-			[2]time.Duration{0, 0}, []string{"429 Too Many Requests"}},
-		{"429 with an HTTP date", func(w http.ResponseWriter) {
-			status(http.StatusTooManyRequests, "slow down", "Retry-After", dateIn(30*time.Second))(w)
-		}, throttled, [2]time.Duration{28 * time.Second, 30 * time.Second}, []string{"slow down"}},
-		{"429 with a past HTTP date", func(w http.ResponseWriter) {
-			status(http.StatusTooManyRequests, "", "Retry-After", dateIn(-time.Hour))(w)
-		}, throttled, [2]time.Duration{0, 0}, nil},
-		{"429 with more than a year", status(http.StatusTooManyRequests, "", "Retry-After", "40000000"), throttled,
-			[2]time.Duration{365 * 24 * time.Hour, 365 * 24 * time.Hour}, nil},
-		{"429 without Retry-After", status(http.StatusTooManyRequests, "slow down"), throttled,
-			[2]time.Duration{provider.DefaultProviderRetry, provider.DefaultProviderRetry}, []string{"slow down"}},
-		{"429 with a bad Retry-After", status(http.StatusTooManyRequests, "", "Retry-After", "soon"), throttled,
-			[2]time.Duration{provider.DefaultProviderRetry, provider.DefaultProviderRetry}, nil},
-		{"500", status(http.StatusInternalServerError, "database on fire"), retried, [2]time.Duration{},
-			[]string{"webhook: ", "500 Internal Server Error: database on fire"}},
-		{"502 without a body", status(http.StatusBadGateway, ""), retried, [2]time.Duration{}, []string{"502 Bad Gateway"}},
-		{"503", status(http.StatusServiceUnavailable, "maintenance\n", "Retry-After", "60"), retried, [2]time.Duration{},
-			[]string{"503 Service Unavailable: maintenance"}},
-		{"400", status(http.StatusBadRequest, "  number not in service\n"), archived, [2]time.Duration{},
-			[]string{"webhook: ", "400 Bad Request: number not in service"}},
-		{"401", status(http.StatusUnauthorized, "bad API key"), archived, [2]time.Duration{}, []string{"401 Unauthorized: bad API key"}},
-		{"404 without a body", status(http.StatusNotFound, ""), archived, [2]time.Duration{}, []string{"404 Not Found"}},
-		{"422", status(http.StatusUnprocessableEntity, `{"error":"body too long"}`), archived, [2]time.Duration{},
-			[]string{`{"error":"body too long"}`}},
-		{"long message cut to 512 bytes", status(http.StatusBadRequest, strings.Repeat("x", 600)+"END"), archived, [2]time.Duration{},
-			[]string{strings.Repeat("x", 512)}},
-	}
-	for _, tc := range cases {
+	for _, tc := range webhookReplyCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv, got := webhookServer(t, tc.reply)
@@ -327,7 +337,7 @@ func TestWebhookReplies(t *testing.T) {
 			err := w.SendSMS(context.Background(), webhookMessage)
 			testwait.Receive(t, got, "request")
 
-			if tc.want == sent {
+			if tc.want == replySent {
 				if err != nil {
 					t.Fatalf("SendSMS = %v, want nil", err)
 				}
@@ -345,10 +355,10 @@ func TestWebhookReplies(t *testing.T) {
 				t.Errorf("error %q holds more than 512 bytes of the reply", err)
 			}
 			te, isThrottled := errors.AsType[*provider.ThrottledError](err)
-			if got, want := isThrottled, tc.want == throttled; got != want {
+			if got, want := isThrottled, tc.want == replyThrottled; got != want {
 				t.Errorf("error %q: errors.As(*ThrottledError) = %t, want %t", err, got, want)
 			}
-			if got, want := errors.Is(err, asynq.SkipRetry), tc.want == archived; got != want {
+			if got, want := errors.Is(err, asynq.SkipRetry), tc.want == replyArchived; got != want {
 				t.Errorf("error %q: errors.Is(SkipRetry) = %t, want %t", err, got, want)
 			}
 			if te == nil {

@@ -92,19 +92,19 @@ func denied(count, retry, reset int64) counterReply {
 	return counterReply{false, count, retry, reset}
 }
 
-// TestCounterSequences runs each algorithm through a sequence of calls on
-// one key, to the microsecond: admissions up to the limit, costs above 1,
-// exact retry and reset times, window rollover, and peeks that change
-// nothing.
-func TestCounterSequences(t *testing.T) {
-	t.Parallel()
+// counterSequence is a case of TestCounterSequences: an algorithm, its
+// limit and window (µs), and the steps of a sequence on one key.
+type counterSequence struct {
+	name          string
+	alg           throttle.Algorithm
+	limit, window int64
+	steps         []step
+}
+
+// windowSequences are the sequences of the fixed and sliding windows.
+func windowSequences() []counterSequence {
 	const s = 1_000_000 // µs
-	cases := []struct {
-		name          string
-		alg           throttle.Algorithm
-		limit, window int64
-		steps         []step
-	}{
+	return []counterSequence{
 		{"fixed window: 3 per 10 s", throttle.FixedWindow, 3, 10 * s, []step{
 			{at: 1 * s, cost: 1, want: allowed(1, 9*s), fields: map[string]string{"s": fmt.Sprint(t0), "c": "1"}},
 			{at: 2 * s, cost: 2, want: allowed(3, 8*s)},
@@ -149,6 +149,13 @@ func TestCounterSequences(t *testing.T) {
 			{at: 1*s + 333_333, cost: 1, peek: true, want: denied(3, 1, 666_667)},
 			{at: 1*s + 333_334, cost: 1, want: allowed(3, 2*s-333_334)},
 		}},
+	}
+}
+
+// gcraSequences are the sequences of GCRA.
+func gcraSequences() []counterSequence {
+	const s = 1_000_000 // µs
+	return []counterSequence{
 		{"gcra: 4 per 10 s", throttle.GCRA, 4, 10 * s, []step{
 			// Emission interval 2.5 s. count: units' worth of TAT ahead.
 			{at: 0, cost: 1, want: allowed(1, 2_500_000), fields: map[string]string{"t": fmt.Sprint(t0 + 2_500_000), "f": "0", "l": "4"}},
@@ -172,30 +179,46 @@ func TestCounterSequences(t *testing.T) {
 			{at: 333_334, cost: 1, want: allowed(3, 1*s)},
 		}},
 	}
+}
+
+// TestCounterSequences runs each algorithm through a sequence of calls on
+// one key, to the microsecond: admissions up to the limit, costs above 1,
+// exact retry and reset times, window rollover, and peeks that change
+// nothing.
+func TestCounterSequences(t *testing.T) {
+	t.Parallel()
+	cases := append(windowSequences(), gcraSequences()...)
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				key := rawKey(prefix, tc.name)
-				for i, st := range tc.steps {
-					c := counterCall{tc.alg, tc.limit, tc.window, st.cost, t0 + st.at, !st.peek}
-					before := snapshot(t, rdb, key)
-					got := runCounter(t, rdb, key, c)
-					if diff := cmp.Diff(st.want, got); diff != "" {
-						t.Errorf("step %d (at %d µs, cost %d, peek %v) (-want +got):\n%s", i, st.at, st.cost, st.peek, diff)
-					}
-					after := snapshot(t, rdb, key)
-					if (st.peek || !got.Allowed) && before != after {
-						t.Errorf("step %d: a check that records nothing changed the key: %+v, then %+v", i, before, after)
-					}
-					if st.fields != nil {
-						if diff := cmp.Diff(st.fields, after.hash()); diff != "" {
-							t.Errorf("step %d: the key's hash (-want +got):\n%s", i, diff)
-						}
-					}
-				}
+				runCounterSequence(t, rdb, rawKey(prefix, tc.name), tc)
 			})
 		}
 	})
+}
+
+// runCounterSequence runs tc's steps on key, checking each reply, that a
+// call that records nothing leaves the key as it was, and the key's hash
+// where a step gives it.
+func runCounterSequence(t *testing.T, rdb redis.UniversalClient, key string, tc counterSequence) {
+	t.Helper()
+	for i, st := range tc.steps {
+		c := counterCall{tc.alg, tc.limit, tc.window, st.cost, t0 + st.at, !st.peek}
+		before := snapshot(t, rdb, key)
+		got := runCounter(t, rdb, key, c)
+		if diff := cmp.Diff(st.want, got); diff != "" {
+			t.Errorf("step %d (at %d µs, cost %d, peek %v) (-want +got):\n%s", i, st.at, st.cost, st.peek, diff)
+		}
+		after := snapshot(t, rdb, key)
+		if (st.peek || !got.Allowed) && before != after {
+			t.Errorf("step %d: a check that records nothing changed the key: %+v, then %+v", i, before, after)
+		}
+		if st.fields != nil {
+			if diff := cmp.Diff(st.fields, after.hash()); diff != "" {
+				t.Errorf("step %d: the key's hash (-want +got):\n%s", i, diff)
+			}
+		}
+	}
 }
 
 // keyState is a key's hash, as sorted "field=value" pairs, and its

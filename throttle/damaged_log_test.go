@@ -14,6 +14,47 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
+// damagedLogCall is a call of TestDamagedLogScores on the damaged key.
+type damagedLogCall struct {
+	name string
+	call func(ctx context.Context, l *throttle.Limiter, damaged string) error
+}
+
+// damagedLogCalls are the calls TestDamagedLogScores makes on a damaged log.
+var damagedLogCalls = []damagedLogCall{
+	{"Allow with room", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
+		_, err := l.Allow(ctx, damaged, throttle.PerSecond(10))
+		return err
+	}},
+	{"Allow full", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
+		_, err := l.Allow(ctx, damaged, throttle.PerSecond(5))
+		return err
+	}},
+	{"AllowN of 2", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
+		_, err := l.AllowN(ctx, damaged, throttle.PerSecond(10), 2)
+		return err
+	}},
+	{"AllowInLine full", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
+		_, err := l.AllowInLine(ctx, "task-1", []throttle.Check{{Key: damaged, Policy: throttle.PerSecond(5), Cost: 1}})
+		return err
+	}},
+	{"AllowMulti, a healthy key first", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
+		_, err := l.AllowMulti(ctx, []throttle.Check{
+			{Key: "healthy", Policy: throttle.PerSecond(10), Cost: 1},
+			{Key: damaged, Policy: throttle.PerSecond(10), Cost: 1},
+		})
+		return err
+	}},
+	{"Peek", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
+		_, err := l.Peek(ctx, damaged, throttle.PerSecond(10))
+		return err
+	}},
+	{"Usage", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
+		_, err := l.Usage(ctx, damaged, throttle.PerSecond(10))
+		return err
+	}},
+}
+
 // TestDamagedLogScores: a log holding members scored +inf, or 2^53 µs on,
 // is damaged. Every call that checks it, whichever path of decide.lua
 // decides it, returns a Redis error reply naming the key and the score,
@@ -28,46 +69,10 @@ func TestDamagedLogScores(t *testing.T) {
 		{"+inf", "inf", math.Inf(1)},
 		{"2^53 µs, in 2255", "9007199254740992", 1 << 53},
 	}
-	calls := []struct {
-		name string
-		call func(ctx context.Context, l *throttle.Limiter, damaged string) error
-	}{
-		{"Allow with room", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
-			_, err := l.Allow(ctx, damaged, throttle.PerSecond(10))
-			return err
-		}},
-		{"Allow full", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
-			_, err := l.Allow(ctx, damaged, throttle.PerSecond(5))
-			return err
-		}},
-		{"AllowN of 2", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
-			_, err := l.AllowN(ctx, damaged, throttle.PerSecond(10), 2)
-			return err
-		}},
-		{"AllowInLine full", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
-			_, err := l.AllowInLine(ctx, "task-1", []throttle.Check{{Key: damaged, Policy: throttle.PerSecond(5), Cost: 1}})
-			return err
-		}},
-		{"AllowMulti, a healthy key first", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
-			_, err := l.AllowMulti(ctx, []throttle.Check{
-				{Key: "healthy", Policy: throttle.PerSecond(10), Cost: 1},
-				{Key: damaged, Policy: throttle.PerSecond(10), Cost: 1},
-			})
-			return err
-		}},
-		{"Peek", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
-			_, err := l.Peek(ctx, damaged, throttle.PerSecond(10))
-			return err
-		}},
-		{"Usage", func(ctx context.Context, l *throttle.Limiter, damaged string) error {
-			_, err := l.Usage(ctx, damaged, throttle.PerSecond(10))
-			return err
-		}},
-	}
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		ctx := context.Background()
 		for _, d := range damages {
-			for _, c := range calls {
+			for _, c := range damagedLogCalls {
 				damaged := "damaged/" + d.score + "/" + c.name
 				rk := redisKey(t, l, damaged)
 				var members []redis.Z

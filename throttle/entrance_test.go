@@ -68,54 +68,8 @@ func TestLinesEntrance(t *testing.T) {
 		if !waits(class) || waits(free) {
 			t.Fatalf("Waits: %s %v, %s %v; want true, false", class, waits(class), free, waits(free))
 		}
-		entries := []throttle.Entry{
-			{Class: class, Priority: 3, Tenant: "globex", Queue: "default", ID: "g1"},
-			{Class: class, Priority: 1, Tenant: "acme", Queue: "default", ID: "u1"},
-			{Class: class, Priority: 3, Tenant: "acme", Queue: "default", ID: "a3"}, // in line already
-			{Class: free, Priority: 3, Tenant: "acme", Queue: "mail", ID: "e1"},
-		}
-		if err := producer.Enter(ctx, entries...); err != nil {
-			t.Fatal(err)
-		}
-		entrance := prefix + "{" + throttle.DefaultGroup + "}qe"
-		// An entry older than a park less a minute: its task comes back
-		// by itself.
-		stale, _ := json.Marshal(throttle.Entry{Class: class, Priority: 3, Tenant: "initech", Queue: "default", ID: "old",
-			At: time.Now().Add(-throttle.DefaultPark).UnixMilli()})
-		if err := rdb.RPush(ctx, entrance, "not a task", stale).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if turn, err := producer.Dispatch(ctx); err != nil || len(turn.Granted) > 0 || len(turn.Refused) > 0 {
-			t.Fatalf("a producer's Dispatch: %+v, %v; want nothing taken in", turn, err)
-		}
-		if n := rdb.LLen(ctx, entrance).Val(); n != 6 {
-			t.Fatalf("entrance holds %d after a producer's Dispatch, want 6", n)
-		}
-		turn, err := worker.Dispatch(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(turn.Granted) != "[{mail e1}]" {
-			t.Errorf("granted %v, want only the unlimited e1 released", turn.Granted)
-		}
-		if len(turn.Refused) != 1 || !strings.Contains(turn.Refused[0], "not a task: not a task") {
-			t.Errorf("refused %q, want the entry that is not a task named", turn.Refused)
-		}
-		if n := rdb.LLen(ctx, entrance).Val(); n != 0 {
-			t.Errorf("entrance holds %d after a worker's Dispatch, want 0", n)
-		}
-		flows, err := worker.Waiting(ctx, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, f := range flows {
-			got = append(got, fmt.Sprintf("%s/%d/%s:%d", f.Class, f.Priority, f.Tenant, f.InLine))
-		}
-		sort.Strings(got)
-		if want := "[sms/1/acme:1 sms/3/acme:1 sms/3/globex:1]"; fmt.Sprint(got) != want {
-			t.Errorf("waiting %v, want %s", got, want)
-		}
+		entrance := entranceFill(t, rdb, producer, prefix, class, free)
+		entranceTakeIn(t, rdb, worker, entrance)
 		// Room made by hand: the urgent task goes first.
 		if err := l.Reset(ctx, "provider/sms"); err != nil {
 			t.Fatal(err)
@@ -123,7 +77,7 @@ func TestLinesEntrance(t *testing.T) {
 		if err := worker.Wake(ctx, class); err != nil {
 			t.Fatal(err)
 		}
-		turn, err = worker.Dispatch(ctx)
+		turn, err := worker.Dispatch(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,6 +92,72 @@ func TestLinesEntrance(t *testing.T) {
 			t.Error("Waits without the entrance's heartbeat: true, want false")
 		}
 	})
+}
+
+// entranceFill parks at the entrance, through the producer's lines, tasks
+// of class and free, an entry that is not a task and a stale one, and
+// checks that the producer's Dispatch takes none in. It returns the
+// entrance's key.
+func entranceFill(t *testing.T, rdb redis.UniversalClient, producer *throttle.Lines, prefix, class, free string) string {
+	t.Helper()
+	ctx := context.Background()
+	entries := []throttle.Entry{
+		{Class: class, Priority: 3, Tenant: "globex", Queue: "default", ID: "g1"},
+		{Class: class, Priority: 1, Tenant: "acme", Queue: "default", ID: "u1"},
+		{Class: class, Priority: 3, Tenant: "acme", Queue: "default", ID: "a3"}, // in line already
+		{Class: free, Priority: 3, Tenant: "acme", Queue: "mail", ID: "e1"},
+	}
+	if err := producer.Enter(ctx, entries...); err != nil {
+		t.Fatal(err)
+	}
+	entrance := prefix + "{" + throttle.DefaultGroup + "}qe"
+	// An entry older than a park less a minute: its task comes back
+	// by itself.
+	stale, _ := json.Marshal(throttle.Entry{Class: class, Priority: 3, Tenant: "initech", Queue: "default", ID: "old",
+		At: time.Now().Add(-throttle.DefaultPark).UnixMilli()})
+	if err := rdb.RPush(ctx, entrance, "not a task", stale).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if turn, err := producer.Dispatch(ctx); err != nil || len(turn.Granted) > 0 || len(turn.Refused) > 0 {
+		t.Fatalf("a producer's Dispatch: %+v, %v; want nothing taken in", turn, err)
+	}
+	if n := rdb.LLen(ctx, entrance).Val(); n != 6 {
+		t.Fatalf("entrance holds %d after a producer's Dispatch, want 6", n)
+	}
+	return entrance
+}
+
+// entranceTakeIn checks that the worker's Dispatch empties the entrance:
+// the unlimited task released, the entry that is not a task refused, and
+// each limited task waiting once, in its flow.
+func entranceTakeIn(t *testing.T, rdb redis.UniversalClient, worker *throttle.Lines, entrance string) {
+	t.Helper()
+	ctx := context.Background()
+	turn, err := worker.Dispatch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(turn.Granted) != "[{mail e1}]" {
+		t.Errorf("granted %v, want only the unlimited e1 released", turn.Granted)
+	}
+	if len(turn.Refused) != 1 || !strings.Contains(turn.Refused[0], "not a task: not a task") {
+		t.Errorf("refused %q, want the entry that is not a task named", turn.Refused)
+	}
+	if n := rdb.LLen(ctx, entrance).Val(); n != 0 {
+		t.Errorf("entrance holds %d after a worker's Dispatch, want 0", n)
+	}
+	flows, err := worker.Waiting(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range flows {
+		got = append(got, fmt.Sprintf("%s/%d/%s:%d", f.Class, f.Priority, f.Tenant, f.InLine))
+	}
+	sort.Strings(got)
+	if want := "[sms/1/acme:1 sms/3/acme:1 sms/3/globex:1]"; fmt.Sprint(got) != want {
+		t.Errorf("waiting %v, want %s", got, want)
+	}
 }
 
 // TestLinesEntranceShared: four dispatch loops take in 600 tasks parked at

@@ -78,9 +78,6 @@ func TestFrontierAgrees(t *testing.T) {
 		now := redisNow(t, rdb)
 		t.Logf("seed %d", now)
 		rng := rand.New(rand.NewPCG(uint64(now), 23))
-		keys := func(side string, tenant int) []string {
-			return []string{rawKey(prefix, fmt.Sprintf("%s-tenant-%d", side, tenant)), rawKey(prefix, side+"-provider")}
-		}
 		type pending struct {
 			tenant int
 			place  int64
@@ -121,7 +118,7 @@ func TestFrontierAgrees(t *testing.T) {
 			noted, plain := lastingScripts(t, now)
 			for side, script := range []limiterScripts{noted, plain} {
 				name := []string{"noted", "plain"}[side]
-				r, err := throttle.ScriptReply(script.Run(ctx, rdb, throttle.WithFrontiers(keys(name, tenant)), args...), window, window)
+				r, err := throttle.ScriptReply(script.Run(ctx, rdb, throttle.WithFrontiers(frontierKeys(prefix, name, tenant)), args...), window, window)
 				if err != nil {
 					t.Fatalf("step %d, %s: %v", step, name, err)
 				}
@@ -136,20 +133,34 @@ func TestFrontierAgrees(t *testing.T) {
 					waiting[id] = pending{tenant, now + replies[0][n-3]}
 				}
 			}
-			for tn := range 4 {
-				for i, k := range keys("noted", tn) {
-					with := rdb.ZRangeWithScores(ctx, k, 0, -1).Val()
-					without := rdb.ZRangeWithScores(ctx, keys("plain", tn)[i], 0, -1).Val()
-					if diff := cmp.Diff(without, with); diff != "" {
-						t.Fatalf("step %d: %s differs (-without +with):\n%s", step, k, diff)
-					}
-				}
-			}
+			frontierLogsAgree(t, rdb, prefix, step)
 		}
 		if used < 20 {
 			t.Errorf("the shared log had a note ahead before %d calls of 400, want at least 20: the notes were not exercised", used)
 		}
 	})
+}
+
+// frontierKeys are the keys of TestFrontierAgrees's logs of a tenant on one
+// side, "noted" or "plain": the tenant's own and the shared provider's.
+func frontierKeys(prefix, side string, tenant int) []string {
+	return []string{rawKey(prefix, fmt.Sprintf("%s-tenant-%d", side, tenant)), rawKey(prefix, side+"-provider")}
+}
+
+// frontierLogsAgree fails the test unless, after the given step, every
+// log of the noted side holds what its plain twin holds.
+func frontierLogsAgree(t *testing.T, rdb redis.UniversalClient, prefix string, step int) {
+	t.Helper()
+	ctx := context.Background()
+	for tn := range 4 {
+		for i, k := range frontierKeys(prefix, "noted", tn) {
+			with := rdb.ZRangeWithScores(ctx, k, 0, -1).Val()
+			without := rdb.ZRangeWithScores(ctx, frontierKeys(prefix, "plain", tn)[i], 0, -1).Val()
+			if diff := cmp.Diff(without, with); diff != "" {
+				t.Fatalf("step %d: %s differs (-without +with):\n%s", step, k, diff)
+			}
+		}
+	}
 }
 
 // TestFrontierForgotten: what frees room in a log ahead of now deletes its
@@ -200,54 +211,65 @@ func TestFrontierForgotten(t *testing.T) {
 			t.Errorf("a late caller placed again: %+v; want a place before the note's %d µs (the note forgotten)", r, far-late)
 		}
 
-		// A caller whose first log lost its place (the key reset) is
-		// placed again, and its place left in the second log moves later:
-		// that log's note goes, and the gap the move opened is given.
-		one, two := rawKey(prefix, "first"), rawKey(prefix, "second")
-		both := []check{{1, window, 1}, {1, 10 * window, 1}}
-		pair := func(at int64, id string) reply {
-			return runAt(t, rdb, at, []string{one, two}, "2", id, 0, both...)
-		}
-		pair(now, "u")                                // admitted in both
-		if r := pair(now, "x"); r.wait != 10*window { // placed by the second log
-			t.Fatalf("x placed %d µs ahead, want %d", r.wait, 10*window)
-		}
-		if err := rdb.Del(ctx, one).Err(); err != nil {
-			t.Fatal(err)
-		}
-		pair(now, "y") // placed at now + 20 windows, noting the second log full up to it
-		if !noteAhead(t, rdb, two, now) {
-			t.Fatalf("no note ahead in the second log")
-		}
-		pair(now+1, "x") // placed again at now + 30 windows: its place at now + 10 moves there
-		if n := rdb.Exists(ctx, noteKey(two)).Val(); n != 0 {
-			t.Errorf("a place moved later in the second log left its note")
-		}
-		if r := pair(now+2, "z"); r.allowed || now+2+r.wait != now+10*window {
-			t.Errorf("z after x's place moved: %+v; want a place at the gap, %d µs ahead", r, 10*window-2)
-		}
-
-		// Reset deletes the note with the key.
-		p := throttle.Policy{Limit: 1, Window: time.Minute}
-		for _, id := range []string{"r1", "r2", "r3"} {
-			if _, err := l.AllowInLine(ctx, id, []throttle.Check{{Key: "reset", Policy: p, Cost: 1}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rk, err := l.RedisKey("reset")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !noteAhead(t, rdb, rk, redisNow(t, rdb)) {
-			t.Fatalf("no note ahead after three callers of a limit of one")
-		}
-		if err := l.Reset(ctx, "reset"); err != nil {
-			t.Fatal(err)
-		}
-		if n := rdb.Exists(ctx, noteKey(rk)).Val(); n != 0 {
-			t.Errorf("Reset left the note")
-		}
+		frontierForgottenByMove(t, rdb, prefix, now, window)
+		frontierForgottenByReset(t, rdb, l)
 	})
+}
+
+// frontierForgottenByMove: a caller placed again after its first log (of
+// window µs) was reset moves its place in the second log later: that log's
+// note goes, and the gap the move opened is given.
+func frontierForgottenByMove(t *testing.T, rdb redis.UniversalClient, prefix string, now, window int64) {
+	t.Helper()
+	ctx := context.Background()
+	one, two := rawKey(prefix, "first"), rawKey(prefix, "second")
+	both := []check{{1, window, 1}, {1, 10 * window, 1}}
+	pair := func(at int64, id string) reply {
+		return runAt(t, rdb, at, []string{one, two}, "2", id, 0, both...)
+	}
+	pair(now, "u")                                // admitted in both
+	if r := pair(now, "x"); r.wait != 10*window { // placed by the second log
+		t.Fatalf("x placed %d µs ahead, want %d", r.wait, 10*window)
+	}
+	if err := rdb.Del(ctx, one).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pair(now, "y") // placed at now + 20 windows, noting the second log full up to it
+	if !noteAhead(t, rdb, two, now) {
+		t.Fatalf("no note ahead in the second log")
+	}
+	pair(now+1, "x") // placed again at now + 30 windows: its place at now + 10 moves there
+	if n := rdb.Exists(ctx, noteKey(two)).Val(); n != 0 {
+		t.Errorf("a place moved later in the second log left its note")
+	}
+	if r := pair(now+2, "z"); r.allowed || now+2+r.wait != now+10*window {
+		t.Errorf("z after x's place moved: %+v; want a place at the gap, %d µs ahead", r, 10*window-2)
+	}
+}
+
+// frontierForgottenByReset: Reset deletes a log's note with the key.
+func frontierForgottenByReset(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter) {
+	t.Helper()
+	ctx := context.Background()
+	p := throttle.Policy{Limit: 1, Window: time.Minute}
+	for _, id := range []string{"r1", "r2", "r3"} {
+		if _, err := l.AllowInLine(ctx, id, []throttle.Check{{Key: "reset", Policy: p, Cost: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rk, err := l.RedisKey("reset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !noteAhead(t, rdb, rk, redisNow(t, rdb)) {
+		t.Fatalf("no note ahead after three callers of a limit of one")
+	}
+	if err := l.Reset(ctx, "reset"); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, noteKey(rk)).Val(); n != 0 {
+		t.Errorf("Reset left the note")
+	}
 }
 
 // TestFrontierForgottenByLines: the fair lines delete a log's note when a

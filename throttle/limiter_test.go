@@ -383,16 +383,18 @@ func TestEveryKeyExpires(t *testing.T) {
 	})
 }
 
-// TestBadInputIsRejectedBeforeRedis checks each kind of bad input for a clear
-// error that errors.Is matches, and that nothing reaches Redis.
-func TestBadInputIsRejectedBeforeRedis(t *testing.T) {
-	t.Parallel()
-	ok := throttle.PerSecond(5)
-	cases := []struct {
-		name string
-		call func(ctx context.Context, e env) error
-		want error
-	}{
+// badInputCase is a case of TestBadInputIsRejectedBeforeRedis: a call with
+// bad input, and the error it must match.
+type badInputCase struct {
+	name string
+	call func(ctx context.Context, e env) error
+	want error
+}
+
+// badKeyOrPolicyCases are the bad keys, policies and costs of one check,
+// where ok is a good policy of 5 per second.
+func badKeyOrPolicyCases(ok throttle.Policy) []badInputCase {
+	return []badInputCase{
 		{"empty key", func(ctx context.Context, e env) error { _, err := e.l.Allow(ctx, "", ok); return err }, throttle.ErrInvalidKey},
 		{"empty key peek", func(ctx context.Context, e env) error { _, err := e.l.Peek(ctx, "", ok); return err }, throttle.ErrInvalidKey},
 		{"empty key reset", func(ctx context.Context, e env) error { return e.l.Reset(ctx, "") }, throttle.ErrInvalidKey},
@@ -427,6 +429,13 @@ func TestBadInputIsRejectedBeforeRedis(t *testing.T) {
 		{"zero cost", func(ctx context.Context, e env) error { _, err := e.l.AllowN(ctx, "k", ok, 0); return err }, throttle.ErrInvalidCost},
 		{"negative cost", func(ctx context.Context, e env) error { _, err := e.l.AllowN(ctx, "k", ok, -3); return err }, throttle.ErrInvalidCost},
 		{"cost above limit", func(ctx context.Context, e env) error { _, err := e.l.AllowN(ctx, "k", ok, 6); return err }, throttle.ErrInvalidCost},
+	}
+}
+
+// badChecksOrConfigCases are the bad lists of checks of AllowMulti and
+// AllowInLine, and the bad limiter settings, where ok is a good policy.
+func badChecksOrConfigCases(ok throttle.Policy) []badInputCase {
+	return []badInputCase{
 		{"multi: no checks", func(ctx context.Context, e env) error { _, err := e.l.AllowMulti(ctx, nil); return err }, throttle.ErrInvalidKey},
 		{"multi: one bad policy among good", func(ctx context.Context, e env) error {
 			_, err := e.l.AllowMulti(ctx, []throttle.Check{{Key: "a", Policy: ok, Cost: 1}, {Key: "b", Policy: throttle.Policy{Limit: 1}, Cost: 1}})
@@ -475,46 +484,61 @@ func TestBadInputIsRejectedBeforeRedis(t *testing.T) {
 			return throttle.NewLimiter(e.rdb, throttle.WithPrefix(e.prefix), throttle.WithGroup(nil)).Reset(ctx, "a")
 		}, throttle.ErrInvalidConfig},
 	}
+}
+
+// TestBadInputIsRejectedBeforeRedis checks each kind of bad input for a clear
+// error that errors.Is matches, and that nothing reaches Redis.
+func TestBadInputIsRejectedBeforeRedis(t *testing.T) {
+	t.Parallel()
+	ok := throttle.PerSecond(5)
+	cases := append(badKeyOrPolicyCases(ok), badChecksOrConfigCases(ok)...)
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			prefix := redistest.Prefix(t)
-			// A client of this test's own, so that the hook counts only what
-			// the cases send; b.rdb looks for keys.
-			var counted redis.UniversalClient
-			if _, ok := b.rdb.(*redis.ClusterClient); ok {
-				counted = redistest.Cluster(t)
-			} else {
-				counted = redistest.Client(t)
-			}
-			var sent atomic.Int64
-			counted.AddHook(countHook{&sent})
-			l := throttle.NewLimiter(counted, throttle.WithPrefix(prefix))
-			for _, tc := range cases {
-				t.Run(tc.name, func(t *testing.T) {
-					sent.Store(0)
-					err := tc.call(ctx, env{l, counted, prefix})
-					if !errors.Is(err, tc.want) {
-						t.Fatalf("error = %v, want one matching %v", err, tc.want)
-					}
-					if n := sent.Load(); n != 0 {
-						t.Errorf("bad input sent %d commands to Redis", n)
-					}
-					if keys := redistest.Keys(t, b.rdb, prefix); len(keys) != 0 {
-						t.Errorf("bad input wrote %q", keys)
-					}
-				})
-			}
-			// The hook does see what a good call sends.
+			checkBadInputs(t, b, ok, cases)
+		})
+	}
+}
+
+// checkBadInputs runs the cases on backend b through a client that counts
+// what it sends, then checks that the count sees a good call's commands.
+func checkBadInputs(t *testing.T, b backend, ok throttle.Policy, cases []badInputCase) {
+	t.Helper()
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	// A client of this test's own, so that the hook counts only what
+	// the cases send; b.rdb looks for keys.
+	var counted redis.UniversalClient
+	if _, ok := b.rdb.(*redis.ClusterClient); ok {
+		counted = redistest.Cluster(t)
+	} else {
+		counted = redistest.Client(t)
+	}
+	var sent atomic.Int64
+	counted.AddHook(countHook{&sent})
+	l := throttle.NewLimiter(counted, throttle.WithPrefix(prefix))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			sent.Store(0)
-			if _, err := l.Allow(ctx, "k", ok); err != nil {
-				t.Fatal(err)
+			err := tc.call(ctx, env{l, counted, prefix})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("error = %v, want one matching %v", err, tc.want)
 			}
-			if sent.Load() == 0 {
-				t.Errorf("the counting hook saw no command of a good call")
+			if n := sent.Load(); n != 0 {
+				t.Errorf("bad input sent %d commands to Redis", n)
+			}
+			if keys := redistest.Keys(t, b.rdb, prefix); len(keys) != 0 {
+				t.Errorf("bad input wrote %q", keys)
 			}
 		})
+	}
+	// The hook does see what a good call sends.
+	sent.Store(0)
+	if _, err := l.Allow(ctx, "k", ok); err != nil {
+		t.Fatal(err)
+	}
+	if sent.Load() == 0 {
+		t.Errorf("the counting hook saw no command of a good call")
 	}
 }
 

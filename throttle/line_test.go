@@ -170,53 +170,71 @@ func TestLinePlaces(t *testing.T) {
 			t.Errorf("outsider at a's place: %+v, want denied until %d", out, want)
 		}
 
-		// a at its place: admitted as of it.
-		if r := ln.at(t0+w, "2", "a", []string{"k"}, c); !r.allowed {
-			t.Errorf("a at its place: %+v, want admitted", r)
-		}
-		// b within the tolerance after its place: admitted as of its place.
-		if r := ln.at(t0+100_000+w+tol, "2", "b", []string{"k"}, c); !r.allowed {
-			t.Errorf("b %d µs late: %+v, want admitted", tol, r)
-		}
-		got := ln.members("k")
-		if got[fmt.Sprintf("%d-ca#1", t0+w)] != t0+w || got[fmt.Sprintf("%d-cb#1", t0+100_000+w)] != t0+100_000+w {
-			t.Errorf("admitted places not renamed at their scores: %v", got)
-		}
-		if _, ok := got["@a#1"]; ok {
-			t.Errorf("a's place is still there after its admission: %v", got)
-		}
-
-		// c later than the tolerance: its place is dropped and it is taken
-		// as a new caller, admitted now as the window has room (a's
-		// admission has left it).
-		late := t0 + 2*w + tol + 1
-		if r := ln.at(late, "2", "c", []string{"k"}, c); !r.allowed {
-			t.Errorf("c late: %+v, want admitted as a new caller", r)
-		}
-		got = ln.members("k")
-		if _, ok := got["@c#1"]; ok || len(got) != 2 || got[member(late, 1)] != late {
-			t.Errorf("window after c came late: %v, want b's admission and c's at %d, no place", got, late)
-		}
-
-		// A place in only some of the caller's windows (one reset) is given
-		// up, and the caller is placed again in all.
-		rdb.Del(context.Background(), rawKey(prefix, "k"))
-		two := []string{"k", "g"}
-		for i := range 2 {
-			ln.at(late, "2", fmt.Sprint("fill", i), two, c, check{10, w, 1})
-		}
-		d := ln.at(late, "2", "d", two, c, check{10, w, 1})
-		if d.allowed || d.wait != w {
-			t.Fatalf("d: %+v, want placed a window on", d)
-		}
-		rdb.Del(context.Background(), rawKey(prefix, "g"))
-		if r := ln.at(late+w, "2", "d", two, c, check{10, w, 1}); !r.allowed {
-			t.Errorf("d at its place with one window reset: %+v, want admitted as a new caller (room in both)", r)
-		}
-		if got := ln.members("k"); len(got) != 1 || got[member(late+w, 0)] != late+w {
-			t.Errorf("window k after d: %v, want d's admission alone (its place gone, the fills left)", got)
-		}
+		late := linePlacesAdmitted(ln, c, t0)
+		linePlacesPartial(ln, c, late)
 	})
+}
+
+// linePlacesAdmitted goes on with TestLinePlaces from a's place: a on time
+// and b within the tolerance are admitted as of their places, c late is
+// taken as a new caller. It returns the time c came.
+func linePlacesAdmitted(ln line, c check, t0 int64) (late int64) {
+	t := ln.t
+	t.Helper()
+	w, tol := c.window, ln.tolerance
+	// a at its place: admitted as of it.
+	if r := ln.at(t0+w, "2", "a", []string{"k"}, c); !r.allowed {
+		t.Errorf("a at its place: %+v, want admitted", r)
+	}
+	// b within the tolerance after its place: admitted as of its place.
+	if r := ln.at(t0+100_000+w+tol, "2", "b", []string{"k"}, c); !r.allowed {
+		t.Errorf("b %d µs late: %+v, want admitted", tol, r)
+	}
+	got := ln.members("k")
+	if got[fmt.Sprintf("%d-ca#1", t0+w)] != t0+w || got[fmt.Sprintf("%d-cb#1", t0+100_000+w)] != t0+100_000+w {
+		t.Errorf("admitted places not renamed at their scores: %v", got)
+	}
+	if _, ok := got["@a#1"]; ok {
+		t.Errorf("a's place is still there after its admission: %v", got)
+	}
+
+	// c later than the tolerance: its place is dropped and it is taken
+	// as a new caller, admitted now as the window has room (a's
+	// admission has left it).
+	late = t0 + 2*w + tol + 1
+	if r := ln.at(late, "2", "c", []string{"k"}, c); !r.allowed {
+		t.Errorf("c late: %+v, want admitted as a new caller", r)
+	}
+	got = ln.members("k")
+	if _, ok := got["@c#1"]; ok || len(got) != 2 || got[member(late, 1)] != late {
+		t.Errorf("window after c came late: %v, want b's admission and c's at %d, no place", got, late)
+	}
+	return late
+}
+
+// linePlacesPartial ends TestLinePlaces at late: a place in only some of
+// the caller's windows (one reset) is given up, and the caller is placed
+// again in all.
+func linePlacesPartial(ln line, c check, late int64) {
+	t := ln.t
+	t.Helper()
+	w := c.window
+	ln.rdb.Del(context.Background(), rawKey(ln.prefix, "k"))
+	two := []string{"k", "g"}
+	for i := range 2 {
+		ln.at(late, "2", fmt.Sprint("fill", i), two, c, check{10, w, 1})
+	}
+	d := ln.at(late, "2", "d", two, c, check{10, w, 1})
+	if d.allowed || d.wait != w {
+		t.Fatalf("d: %+v, want placed a window on", d)
+	}
+	ln.rdb.Del(context.Background(), rawKey(ln.prefix, "g"))
+	if r := ln.at(late+w, "2", "d", two, c, check{10, w, 1}); !r.allowed {
+		t.Errorf("d at its place with one window reset: %+v, want admitted as a new caller (room in both)", r)
+	}
+	if got := ln.members("k"); len(got) != 1 || got[member(late+w, 0)] != late+w {
+		t.Errorf("window k after d: %v, want d's admission alone (its place gone, the fills left)", got)
+	}
 }
 
 func mapsEqual(a, b map[string]int64) bool {
@@ -328,52 +346,53 @@ func TestLineSchedule(t *testing.T) {
 	}
 }
 
+// The figures of schedule: its window and line tolerance in µs, and how
+// many callers it drives.
+const (
+	scheduleWindow  = 1_000_000
+	scheduleTol     = 5_000
+	scheduleCallers = 240
+)
+
+// scheduleTenant is a tenant of schedule, with its limit per window.
+type scheduleTenant struct {
+	name  string
+	limit int64
+}
+
+// scheduleCaller is one caller of schedule.
+type scheduleCaller struct {
+	id     string
+	tenant int
+	next   int64 // when it calls next
+	place  int64 // its place, 0 before it has one
+	denied int
+	done   bool
+}
+
+// scheduleRun is one run of schedule: its callers, and the times each
+// window admitted them.
+type scheduleRun struct {
+	t        *testing.T
+	rdb      redis.UniversalClient
+	prefix   string
+	script   *redis.Script
+	rng      *rand.Rand
+	tenants  []scheduleTenant
+	global   int64
+	cs       []*scheduleCaller
+	admitted map[string][]int64 // raw key name: admission times as recorded
+	sent     map[string][]int64 // raw key name: the times of the calls that admitted
+}
+
 func schedule(t *testing.T, rdb redis.UniversalClient, prefix string, script *redis.Script) {
-	const (
-		w       = 1_000_000
-		callers = 240
-		tol     = 5_000
-	)
-	rng := rand.New(rand.NewPCG(7, 11))
-	ctx := context.Background()
-	tenants := []struct {
-		name  string
-		limit int64
-	}{{"t0", 4}, {"t1", 4}, {"t2", 30}}
-	global := int64(10)
-	type caller struct {
-		id     string
-		tenant int
-		next   int64 // when it calls next
-		place  int64 // its place, 0 before it has one
-		denied int
-		done   bool
-	}
-	start := redisNow(t, rdb)
-	var cs []*caller
-	for i := range callers {
-		// Most arrive in the first second: a backlog.
-		cs = append(cs, &caller{id: fmt.Sprint("c", i), tenant: rng.IntN(len(tenants)), next: start + rng.Int64N(w)})
-	}
-	run := func(c *caller, now int64) reply {
-		tn := tenants[c.tenant]
-		ck := rawKey(prefix, clock)
-		keys := append(throttle.WithFrontiers([]string{rawKey(prefix, tn.name), rawKey(prefix, "global")}), ck)
-		rdb.HSet(ctx, ck, "s", now/1e6, "us", now%1e6)
-		res, err := throttle.ScriptReply(script.Run(ctx, rdb, keys, "2", c.id, tol, tn.limit, w, 1, "sliding-log", global, w, 1, "sliding-log"), w, w)
-		if err != nil {
-			t.Fatalf("%s at %d: %v", c.id, now, err)
-		}
-		return reply{allowed: res[0] == 1, wait: res[9], line: int(res[10]), early: res[11] == 1}
-	}
-	admitted := map[string][]int64{} // raw key name: admission times as recorded
-	sent := map[string][]int64{}     // raw key name: the times of the calls that admitted
+	s := newScheduleRun(t, rdb, prefix, script)
 	for steps := 0; ; steps++ {
-		if steps > 20*callers {
+		if steps > 20*scheduleCallers {
 			t.Fatalf("not done after %d calls", steps)
 		}
-		var c *caller
-		for _, x := range cs {
+		var c *scheduleCaller
+		for _, x := range s.cs {
 			if !x.done && (c == nil || x.next < c.next) {
 				c = x
 			}
@@ -381,46 +400,102 @@ func schedule(t *testing.T, rdb redis.UniversalClient, prefix string, script *re
 		if c == nil {
 			break
 		}
-		now := c.next
-		r := run(c, now)
-		switch {
-		case r.allowed:
-			at := now
-			if c.place != 0 && now >= c.place && now <= c.place+tol {
-				at = c.place // admitted as of its place
-			}
-			for _, k := range []string{tenants[c.tenant].name, "global"} {
-				admitted[k] = append(admitted[k], at)
-				sent[k] = append(sent[k], now)
-			}
-			c.done = true
-		case r.early:
-			if c.place == 0 || now >= c.place || r.wait != c.place-now {
-				t.Fatalf("%s early at %d: wait %d, its place %d", c.id, now, r.wait, c.place)
-			}
+		s.call(c)
+	}
+	s.checkWindows()
+	total := 0
+	for _, c := range s.cs {
+		total += c.denied
+	}
+	t.Logf("%d callers, %d denials", scheduleCallers, total)
+}
+
+// newScheduleRun returns a run of schedule with its callers, most of them
+// due in the first second.
+func newScheduleRun(t *testing.T, rdb redis.UniversalClient, prefix string, script *redis.Script) *scheduleRun {
+	s := &scheduleRun{
+		t: t, rdb: rdb, prefix: prefix, script: script,
+		rng:      rand.New(rand.NewPCG(7, 11)),
+		tenants:  []scheduleTenant{{"t0", 4}, {"t1", 4}, {"t2", 30}},
+		global:   10,
+		admitted: map[string][]int64{},
+		sent:     map[string][]int64{},
+	}
+	start := redisNow(t, rdb)
+	for i := range scheduleCallers {
+		// Most arrive in the first second: a backlog.
+		s.cs = append(s.cs, &scheduleCaller{id: fmt.Sprint("c", i), tenant: s.rng.IntN(len(s.tenants)), next: start + s.rng.Int64N(scheduleWindow)})
+	}
+	return s
+}
+
+// run runs the script for c at now, over its tenant's window and the
+// global one.
+func (s *scheduleRun) run(c *scheduleCaller, now int64) reply {
+	const w = scheduleWindow
+	ctx := context.Background()
+	tn := s.tenants[c.tenant]
+	ck := rawKey(s.prefix, clock)
+	keys := append(throttle.WithFrontiers([]string{rawKey(s.prefix, tn.name), rawKey(s.prefix, "global")}), ck)
+	s.rdb.HSet(ctx, ck, "s", now/1e6, "us", now%1e6)
+	res, err := throttle.ScriptReply(s.script.Run(ctx, s.rdb, keys, "2", c.id, scheduleTol, tn.limit, w, 1, "sliding-log", s.global, w, 1, "sliding-log"), w, w)
+	if err != nil {
+		s.t.Fatalf("%s at %d: %v", c.id, now, err)
+	}
+	return reply{allowed: res[0] == 1, wait: res[9], line: int(res[10]), early: res[11] == 1}
+}
+
+// call has c call at its next time, records an admission, and picks when
+// c comes back if it is not admitted.
+func (s *scheduleRun) call(c *scheduleCaller) {
+	const w, tol = scheduleWindow, scheduleTol
+	t, rng := s.t, s.rng
+	now := c.next
+	r := s.run(c, now)
+	switch {
+	case r.allowed:
+		at := now
+		if c.place != 0 && now >= c.place && now <= c.place+tol {
+			at = c.place // admitted as of its place
+		}
+		for _, k := range []string{s.tenants[c.tenant].name, "global"} {
+			s.admitted[k] = append(s.admitted[k], at)
+			s.sent[k] = append(s.sent[k], now)
+		}
+		c.done = true
+	case r.early:
+		if c.place == 0 || now >= c.place || r.wait != c.place-now {
+			t.Fatalf("%s early at %d: wait %d, its place %d", c.id, now, r.wait, c.place)
+		}
+		c.next = c.place
+	default:
+		if c.place != 0 && now >= c.place && now <= c.place+tol {
+			t.Fatalf("%s back at %d, within the tolerance of its place %d, denied again: %+v", c.id, now, c.place, r)
+		}
+		c.denied++
+		c.place = now + r.wait
+		// Back at its place, or a little late, or late beyond the
+		// tolerance, or early.
+		switch k := rng.IntN(10); {
+		case k < 6:
 			c.next = c.place
+		case k < 8:
+			c.next = c.place + rng.Int64N(tol+1)
+		case k < 9:
+			c.next = c.place + tol + 1 + rng.Int64N(w/2)
 		default:
-			if c.place != 0 && now >= c.place && now <= c.place+tol {
-				t.Fatalf("%s back at %d, within the tolerance of its place %d, denied again: %+v", c.id, now, c.place, r)
-			}
-			c.denied++
-			c.place = now + r.wait
-			// Back at its place, or a little late, or late beyond the
-			// tolerance, or early.
-			switch k := rng.IntN(10); {
-			case k < 6:
-				c.next = c.place
-			case k < 8:
-				c.next = c.place + rng.Int64N(tol+1)
-			case k < 9:
-				c.next = c.place + tol + 1 + rng.Int64N(w/2)
-			default:
-				c.next = now + rng.Int64N(c.place-now)
-			}
+			c.next = now + rng.Int64N(c.place-now)
 		}
 	}
-	limits := map[string]int{"global": int(global)}
-	for _, tn := range tenants {
+}
+
+// checkWindows checks, once all are admitted, that no window held more
+// than its limit and that none keeps a place.
+func (s *scheduleRun) checkWindows() {
+	const w, tol = scheduleWindow, scheduleTol
+	t := s.t
+	limits := map[string]int{"global": int(s.global)}
+	for _, tn := range s.tenants {
 		limits[tn.name] = int(tn.limit)
 	}
 	for key, limit := range limits {
@@ -430,16 +505,16 @@ func schedule(t *testing.T, rdb redis.UniversalClient, prefix string, script *re
 			name  string
 			times []int64
 			w     int64
-		}{{"recorded", admitted[key], w}, {"sent", sent[key], w - tol}} {
-			s := slices.Sorted(slices.Values(m.times))
-			for i := limit; i < len(s); i++ {
-				if s[i]-s[i-limit] < m.w {
-					t.Errorf("%s %s: %d admissions in (%d, %d], limit %d", key, m.name, limit+1, s[i]-m.w, s[i], limit)
+		}{{"recorded", s.admitted[key], w}, {"sent", s.sent[key], w - tol}} {
+			sorted := slices.Sorted(slices.Values(m.times))
+			for i := limit; i < len(sorted); i++ {
+				if sorted[i]-sorted[i-limit] < m.w {
+					t.Errorf("%s %s: %d admissions in (%d, %d], limit %d", key, m.name, limit+1, sorted[i]-m.w, sorted[i], limit)
 				}
 			}
 		}
 	}
-	ln := line{t: t, rdb: rdb, prefix: prefix}
+	ln := line{t: t, rdb: s.rdb, prefix: s.prefix}
 	for key := range limits {
 		for m := range ln.members(key) {
 			if strings.HasPrefix(m, "@") {
@@ -447,11 +522,6 @@ func schedule(t *testing.T, rdb redis.UniversalClient, prefix string, script *re
 			}
 		}
 	}
-	total := 0
-	for _, c := range cs {
-		total += c.denied
-	}
-	t.Logf("%d callers, %d denials", callers, total)
 }
 
 // TestLineOptions: the tolerance cannot be negative, and the caller id

@@ -14,6 +14,39 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
+// linesWakeCase is a case of TestLinesWake: a way to wake the lines, and
+// the grants the next Dispatch gives then.
+type linesWakeCase struct {
+	name string
+	wake func(ctx context.Context, ls *throttle.Lines, class string, checks []throttle.LineCheck) error
+	want int // grants at the next Dispatch
+}
+
+// linesWakeCases wake the lines by Wake, by Refresh with the rules, and by
+// Refresh without them.
+var linesWakeCases = []linesWakeCase{
+	{"Wake", func(ctx context.Context, ls *throttle.Lines, class string, _ []throttle.LineCheck) error {
+		return ls.Wake(ctx, class)
+	}, 1},
+	{"Refresh", func(ctx context.Context, ls *throttle.Lines, class string, checks []throttle.LineCheck) error {
+		var flows []throttle.FlowRules
+		for _, tenant := range []string{"acme", "globex"} {
+			flows = append(flows, throttle.FlowRules{Flow: throttle.Flow{Class: class, Priority: throttle.DefaultPriority, Tenant: tenant}, Checks: checks})
+		}
+		return ls.Refresh(ctx, flows)
+	}, 1},
+	// A flow refreshed with no rules (the policies no longer give it
+	// any, or its class does not read back as a task type) keeps its
+	// own: it is not given every slot at once.
+	{"RefreshWithoutRules", func(ctx context.Context, ls *throttle.Lines, class string, _ []throttle.LineCheck) error {
+		var flows []throttle.FlowRules
+		for _, tenant := range []string{"acme", "globex"} {
+			flows = append(flows, throttle.FlowRules{Flow: throttle.Flow{Class: class, Priority: throttle.DefaultPriority, Tenant: tenant}})
+		}
+		return ls.Refresh(ctx, flows)
+	}, 0},
+}
+
 // TestLinesWake: while a class waits for a slot that is far off (an hourly
 // rule, full), the tasks of its waiting tenants that arrive are parked
 // without a look for slots (the reply still names the rule they wait
@@ -23,34 +56,8 @@ import (
 // that gives the flows no rules changes nothing.
 func TestLinesWake(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name string
-		wake func(ctx context.Context, ls *throttle.Lines, class string, checks []throttle.LineCheck) error
-		want int // grants at the next Dispatch
-	}{
-		{"Wake", func(ctx context.Context, ls *throttle.Lines, class string, _ []throttle.LineCheck) error {
-			return ls.Wake(ctx, class)
-		}, 1},
-		{"Refresh", func(ctx context.Context, ls *throttle.Lines, class string, checks []throttle.LineCheck) error {
-			var flows []throttle.FlowRules
-			for _, tenant := range []string{"acme", "globex"} {
-				flows = append(flows, throttle.FlowRules{Flow: throttle.Flow{Class: class, Priority: throttle.DefaultPriority, Tenant: tenant}, Checks: checks})
-			}
-			return ls.Refresh(ctx, flows)
-		}, 1},
-		// A flow refreshed with no rules (the policies no longer give it
-		// any, or its class does not read back as a task type) keeps its
-		// own: it is not given every slot at once.
-		{"RefreshWithoutRules", func(ctx context.Context, ls *throttle.Lines, class string, _ []throttle.LineCheck) error {
-			var flows []throttle.FlowRules
-			for _, tenant := range []string{"acme", "globex"} {
-				flows = append(flows, throttle.FlowRules{Flow: throttle.Flow{Class: class, Priority: throttle.DefaultPriority, Tenant: tenant}})
-			}
-			return ls.Refresh(ctx, flows)
-		}, 0},
-	}
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
-		for _, tc := range cases {
+		for _, tc := range linesWakeCases {
 			t.Run(tc.name, func(t *testing.T) {
 				ctx := context.Background()
 				ls := l.Lines(throttle.LinesConfig{})

@@ -69,27 +69,7 @@ func TestResetLines(t *testing.T) {
 		}
 
 		// What is left: before, without anything of sms's lines.
-		want := map[string]map[string]string{}
-		for key, v := range before {
-			tail := key[strings.Index(key, "}")+1:]
-			if strings.HasPrefix(tail, "p:") || strings.Contains(tail, "sms") && strings.HasPrefix(tail, "q") {
-				continue // a frontier note may go; sms's own keys must
-			}
-			kept := map[string]string{}
-			for m, x := range v {
-				switch {
-				case tail == "qt" && strings.Contains(x, `"c":"sms"`),
-					(tail == "qg" || strings.HasPrefix(tail, ":")) && strings.HasPrefix(strings.TrimPrefix(m, "@"), "s") && m != strings.TrimPrefix(m, "@") || tail == "qg" && strings.HasPrefix(m, "s"),
-					tail == "qw" && m == "sms",
-					tail == "qe" && strings.Contains(m, `"c":"sms"`):
-					continue
-				}
-				kept[m] = x
-			}
-			if len(kept) > 0 || len(v) == 0 {
-				want[key] = kept // Redis deletes a set or hash left empty
-			}
-		}
+		want := withoutSMSLines(before)
 		after := dumpKeys(t, rdb, prefix)
 		for key := range after {
 			if strings.Contains(key, "}p:") {
@@ -114,6 +94,33 @@ func TestResetLines(t *testing.T) {
 			t.Errorf("Dispatch after the reset: granted %v, refused %q; want s22 granted, nothing refused", turn.Granted, turn.Refused)
 		}
 	})
+}
+
+// withoutSMSLines returns the keys of before, as dumpKeys gives them,
+// less everything of sms's lines and the frontier notes, which may go.
+func withoutSMSLines(before map[string]map[string]string) map[string]map[string]string {
+	want := map[string]map[string]string{}
+	for key, v := range before {
+		tail := key[strings.Index(key, "}")+1:]
+		if strings.HasPrefix(tail, "p:") || strings.Contains(tail, "sms") && strings.HasPrefix(tail, "q") {
+			continue // a frontier note may go; sms's own keys must
+		}
+		kept := map[string]string{}
+		for m, x := range v {
+			switch {
+			case tail == "qt" && strings.Contains(x, `"c":"sms"`),
+				(tail == "qg" || strings.HasPrefix(tail, ":")) && strings.HasPrefix(strings.TrimPrefix(m, "@"), "s") && m != strings.TrimPrefix(m, "@") || tail == "qg" && strings.HasPrefix(m, "s"),
+				tail == "qw" && m == "sms",
+				tail == "qe" && strings.Contains(m, `"c":"sms"`):
+				continue
+			}
+			kept[m] = x
+		}
+		if len(kept) > 0 || len(v) == 0 {
+			want[key] = kept // Redis deletes a set or hash left empty
+		}
+	}
+	return want
 }
 
 func slicesContainID(gs []throttle.Grant, id string) bool {

@@ -54,36 +54,45 @@ type usageCase struct {
 	full bool
 }
 
-// TestUsage: what Usage reports of a key, against real Redis: the counts
-// exactly, RetryAfter and ResetAfter to the microsecond from the scores of
-// the log's members (bounded by the Redis clock read around the call), and
-// agreeing with Peek.
-func TestUsage(t *testing.T) {
-	t.Parallel()
-	const W = time.Hour
-	w := W.Microseconds()
-	log := func(limit int) throttle.Policy { return throttle.Policy{Limit: limit, Window: W} }
-	short := throttle.Policy{Limit: 2, Window: 50 * time.Millisecond}
-	cases := []usageCase{
+// usageWindow is the window of TestUsage's policies that outlast the test.
+const usageWindow = time.Hour
+
+// usageLog is a sliding log of limit per usageWindow.
+func usageLog(limit int) throttle.Policy { return throttle.Policy{Limit: limit, Window: usageWindow} }
+
+// usageCases are TestUsage's cases: sliding logs, then each counter.
+func usageCases() []usageCase {
+	cases := append(usageLogCases(), usageLineCases()...)
+	for _, alg := range counterAlgorithms {
+		cases = append(cases, usageCounterCases(alg)...)
+	}
+	return cases
+}
+
+// usageLogCases are TestUsage's cases of a log with admissions, and one
+// line of callers.
+func usageLogCases() []usageCase {
+	w := usageWindow.Microseconds()
+	return []usageCase{
 		{
-			name: "empty key", p: log(4),
+			name: "empty key", p: usageLog(4),
 			want: counts{Limit: 4, Remaining: 4},
 		},
 		{
-			name: "admissions only", p: log(4),
+			name: "admissions only", p: usageLog(4),
 			setup: func(t *testing.T, l *throttle.Limiter, key string) {
 				for range 3 {
-					mustAllowN(t, l, key, log(4), 1)
+					mustAllowN(t, l, key, usageLog(4), 1)
 				}
 			},
 			want: counts{Limit: 4, Used: 3, Remaining: 1},
 			at:   func(s []int64) usageTimes { return usageTimes{0, s[2] + w} },
 		},
 		{
-			name: "full", p: log(4),
+			name: "full", p: usageLog(4),
 			setup: func(t *testing.T, l *throttle.Limiter, key string) {
-				mustAllowN(t, l, key, log(4), 1)
-				mustAllowN(t, l, key, log(4), 3)
+				mustAllowN(t, l, key, usageLog(4), 1)
+				mustAllowN(t, l, key, usageLog(4), 3)
 			},
 			want: counts{Limit: 4, Used: 4},
 			at:   func(s []int64) usageTimes { return usageTimes{s[0] + w, s[3] + w} },
@@ -92,9 +101,9 @@ func TestUsage(t *testing.T) {
 			// Two admitted at s0 and s1; three placed at s0+W, s1+W and
 			// s0+2W, two of them within a window from now. A new caller
 			// comes after them, at s1+2W.
-			name: "places in line", p: log(2),
+			name: "places in line", p: usageLog(2),
 			setup: func(t *testing.T, l *throttle.Limiter, key string) {
-				inLine(t, l, 2, []throttle.Check{{Key: key, Policy: log(2), Cost: 1}}, "a", "b", "c", "d", "e")
+				inLine(t, l, 2, []throttle.Check{{Key: key, Policy: usageLog(2), Cost: 1}}, "a", "b", "c", "d", "e")
 			},
 			want: counts{Limit: 2, Used: 2, InLine: 3, InLineSoon: 2},
 			at:   func(s []int64) usageTimes { return usageTimes{s[1] + 2*w, s[0] + 3*w} },
@@ -103,24 +112,33 @@ func TestUsage(t *testing.T) {
 			// Usage's own example with a window of an hour: 4 admitted at
 			// s0..s3, 16 placed at s[k%4]+(k/4+1)W; a new caller comes
 			// after them, at s0+5W.
-			name: "burst of 20", p: log(4),
+			name: "burst of 20", p: usageLog(4),
 			setup: func(t *testing.T, l *throttle.Limiter, key string) {
 				var ids []string
 				for i := range 20 {
 					ids = append(ids, fmt.Sprint("caller-", i))
 				}
-				inLine(t, l, 4, []throttle.Check{{Key: key, Policy: log(4), Cost: 1}}, ids...)
+				inLine(t, l, 4, []throttle.Check{{Key: key, Policy: usageLog(4), Cost: 1}}, ids...)
 			},
 			want: counts{Limit: 4, Used: 4, InLine: 16, InLineSoon: 4},
 			at:   func(s []int64) usageTimes { return usageTimes{s[0] + 5*w, s[3] + 5*w} },
 		},
+	}
+}
+
+// usageLineCases are TestUsage's cases of logs checked together with
+// another, and of a log whose members have all left the window.
+func usageLineCases() []usageCase {
+	w := usageWindow.Microseconds()
+	short := throttle.Policy{Limit: 2, Window: 50 * time.Millisecond}
+	return []usageCase{
 		{
 			// Checked with a key of 1 an hour, a key of 2 an hour holds one
 			// admission at s0 and places at s0+W and s0+2W: 3 units for a
 			// limit of 2, yet room for one now.
-			name: "places beyond one window, room now", p: log(2),
+			name: "places beyond one window, room now", p: usageLog(2),
 			setup: func(t *testing.T, l *throttle.Limiter, key string) {
-				inLine(t, l, 1, []throttle.Check{{Key: key + ":hour", Policy: log(1), Cost: 1}, {Key: key, Policy: log(2), Cost: 1}}, "a", "b", "c")
+				inLine(t, l, 1, []throttle.Check{{Key: key + ":hour", Policy: usageLog(1), Cost: 1}, {Key: key, Policy: usageLog(2), Cost: 1}}, "a", "b", "c")
 			},
 			want: counts{Limit: 2, Used: 1, InLine: 2, InLineSoon: 1, Remaining: 1},
 			at:   func(s []int64) usageTimes { return usageTimes{0, s[0] + 3*w} },
@@ -128,9 +146,9 @@ func TestUsage(t *testing.T) {
 		{
 			// The key of 1 an hour of the case above: full until a window
 			// after its last place.
-			name: "places beyond one window, full", p: log(1),
+			name: "places beyond one window, full", p: usageLog(1),
 			setup: func(t *testing.T, l *throttle.Limiter, key string) {
-				inLine(t, l, 1, []throttle.Check{{Key: key, Policy: log(1), Cost: 1}, {Key: key + ":provider", Policy: log(2), Cost: 1}}, "a", "b", "c")
+				inLine(t, l, 1, []throttle.Check{{Key: key, Policy: usageLog(1), Cost: 1}, {Key: key + ":provider", Policy: usageLog(2), Cost: 1}}, "a", "b", "c")
 			},
 			want: counts{Limit: 1, Used: 1, InLine: 2, InLineSoon: 1},
 			at:   func(s []int64) usageTimes { return usageTimes{s[0] + 3*w, s[0] + 3*w} },
@@ -146,102 +164,130 @@ func TestUsage(t *testing.T) {
 			want: counts{Limit: 2, Remaining: 2},
 		},
 	}
-	for _, alg := range counterAlgorithms {
-		p := throttle.Policy{Limit: 4, Window: W, Algorithm: alg}
-		pShort := throttle.Policy{Limit: 2, Window: 50 * time.Millisecond, Algorithm: alg}
-		cases = append(cases, []usageCase{
-			{
-				name: string(alg) + " admissions", p: p,
-				setup: func(t *testing.T, l *throttle.Limiter, key string) { mustAllowN(t, l, key, p, 3) },
-				want:  counts{Limit: 4, Used: 3, Remaining: 1},
-			},
-			{
-				// Denied callers in line take no place in a counter.
-				name: string(alg) + " full, callers in line", p: p,
-				setup: func(t *testing.T, l *throttle.Limiter, key string) {
-					mustAllowN(t, l, key, p, 3)
-					inLine(t, l, 1, []throttle.Check{{Key: key, Policy: p, Cost: 1}}, "a", "b", "c")
-				},
-				want: counts{Limit: 4, Used: 4},
-				full: true,
-			},
-			{
-				name: string(alg) + " expired", p: pShort,
-				setup: func(t *testing.T, l *throttle.Limiter, key string) {
-					mustAllowN(t, l, key, pShort, 2)
-					time.Sleep(200 * time.Millisecond)
-				},
-				want: counts{Limit: 2, Remaining: 2},
-			},
-		}...)
-	}
+}
 
+// usageCounterCases are TestUsage's cases of the counter alg.
+func usageCounterCases(alg throttle.Algorithm) []usageCase {
+	p := throttle.Policy{Limit: 4, Window: usageWindow, Algorithm: alg}
+	pShort := throttle.Policy{Limit: 2, Window: 50 * time.Millisecond, Algorithm: alg}
+	return []usageCase{
+		{
+			name: string(alg) + " admissions", p: p,
+			setup: func(t *testing.T, l *throttle.Limiter, key string) { mustAllowN(t, l, key, p, 3) },
+			want:  counts{Limit: 4, Used: 3, Remaining: 1},
+		},
+		{
+			// Denied callers in line take no place in a counter.
+			name: string(alg) + " full, callers in line", p: p,
+			setup: func(t *testing.T, l *throttle.Limiter, key string) {
+				mustAllowN(t, l, key, p, 3)
+				inLine(t, l, 1, []throttle.Check{{Key: key, Policy: p, Cost: 1}}, "a", "b", "c")
+			},
+			want: counts{Limit: 4, Used: 4},
+			full: true,
+		},
+		{
+			name: string(alg) + " expired", p: pShort,
+			setup: func(t *testing.T, l *throttle.Limiter, key string) {
+				mustAllowN(t, l, key, pShort, 2)
+				time.Sleep(200 * time.Millisecond)
+			},
+			want: counts{Limit: 2, Remaining: 2},
+		},
+	}
+}
+
+// TestUsage: what Usage reports of a key, against real Redis: the counts
+// exactly, RetryAfter and ResetAfter to the microsecond from the scores of
+// the log's members (bounded by the Redis clock read around the call), and
+// agreeing with Peek.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	cases := usageCases()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		ctx := context.Background()
 		batched := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix), throttle.WithBatching(nil))
 		for _, tc := range cases {
-			key := "usage:" + tc.name
-			if tc.setup != nil {
-				tc.setup(t, l, key)
-			}
-			var s []int64
-			if tc.p.Algorithm == "" {
-				s = scores(t, rdb, redisKey(t, l, key))
-			}
-			before := redisNow(t, rdb)
-			u, err := l.Usage(ctx, key, tc.p)
-			after := redisNow(t, rdb)
-			if err != nil {
-				t.Fatalf("%s: Usage: %v", tc.name, err)
-			}
-			if diff := cmp.Diff(tc.want, countsOf(u)); diff != "" {
-				t.Errorf("%s: Usage (-want +got):\n%s", tc.name, diff)
-			}
-			if tc.p.Algorithm == "" {
-				var at usageTimes
-				if tc.at != nil {
-					at = tc.at(s)
-				}
-				for _, d := range []struct {
-					name string
-					got  time.Duration
-					at   int64
-				}{{"RetryAfter", u.RetryAfter, at.retry}, {"ResetAfter", u.ResetAfter, at.reset}} {
-					lo, hi := time.Duration(max(0, d.at-after))*time.Microsecond, time.Duration(max(0, d.at-before))*time.Microsecond
-					if d.got < lo || d.got > hi {
-						t.Errorf("%s: %s %v, want %v to %v", tc.name, d.name, d.got, lo, hi)
-					}
-				}
-			} else if (u.RetryAfter > 0) != tc.full {
-				t.Errorf("%s: RetryAfter %v, want it 0 unless full (%v)", tc.name, u.RetryAfter, tc.full)
-			}
-
-			// Peek agrees, and Usage recorded nothing: a second Usage, and
-			// one through a batching limiter, report the same.
-			d, err := l.Peek(ctx, key, tc.p)
-			end := time.Duration(redisNow(t, rdb)-before) * time.Microsecond
-			if err != nil {
-				t.Fatalf("%s: Peek: %v", tc.name, err)
-			}
-			if d.Count != u.Used+u.InLine || d.RetryAfter > u.RetryAfter || d.RetryAfter < u.RetryAfter-end ||
-				d.ResetAfter > u.ResetAfter || d.ResetAfter < u.ResetAfter-end || (d.RetryAfter == 0) != (u.Remaining > 0) {
-				t.Errorf("%s: Peek %+v after Usage %+v", tc.name, d, u)
-			}
-			for _, lim := range []*throttle.Limiter{l, batched} {
-				again, err := lim.Usage(ctx, key, tc.p)
-				if err != nil {
-					t.Fatalf("%s: Usage again: %v", tc.name, err)
-				}
-				if diff := cmp.Diff(countsOf(u), countsOf(again)); diff != "" {
-					t.Errorf("%s: Usage again (-first +again):\n%s", tc.name, diff)
-				}
-			}
+			checkUsage(t, rdb, l, batched, tc)
 		}
 		// Usage of a key that holds nothing creates none.
 		if n, err := rdb.Exists(ctx, redisKey(t, l, "usage:empty key")).Result(); err != nil || n != 0 {
 			t.Errorf("EXISTS of the empty key after Usage: %d, %v; want 0", n, err)
 		}
 	})
+}
+
+// checkUsage sets up tc's key, and checks what Usage reports of it, that
+// Peek agrees, and that a second Usage, plain and batched, reports the same.
+func checkUsage(t *testing.T, rdb redis.UniversalClient, l, batched *throttle.Limiter, tc usageCase) {
+	t.Helper()
+	ctx := context.Background()
+	key := "usage:" + tc.name
+	if tc.setup != nil {
+		tc.setup(t, l, key)
+	}
+	var s []int64
+	if tc.p.Algorithm == "" {
+		s = scores(t, rdb, redisKey(t, l, key))
+	}
+	before := redisNow(t, rdb)
+	u, err := l.Usage(ctx, key, tc.p)
+	after := redisNow(t, rdb)
+	if err != nil {
+		t.Fatalf("%s: Usage: %v", tc.name, err)
+	}
+	if diff := cmp.Diff(tc.want, countsOf(u)); diff != "" {
+		t.Errorf("%s: Usage (-want +got):\n%s", tc.name, diff)
+	}
+	checkUsageTimes(t, tc, u, s, before, after)
+
+	// Peek agrees, and Usage recorded nothing: a second Usage, and
+	// one through a batching limiter, report the same.
+	d, err := l.Peek(ctx, key, tc.p)
+	end := time.Duration(redisNow(t, rdb)-before) * time.Microsecond
+	if err != nil {
+		t.Fatalf("%s: Peek: %v", tc.name, err)
+	}
+	if d.Count != u.Used+u.InLine || d.RetryAfter > u.RetryAfter || d.RetryAfter < u.RetryAfter-end ||
+		d.ResetAfter > u.ResetAfter || d.ResetAfter < u.ResetAfter-end || (d.RetryAfter == 0) != (u.Remaining > 0) {
+		t.Errorf("%s: Peek %+v after Usage %+v", tc.name, d, u)
+	}
+	for _, lim := range []*throttle.Limiter{l, batched} {
+		again, err := lim.Usage(ctx, key, tc.p)
+		if err != nil {
+			t.Fatalf("%s: Usage again: %v", tc.name, err)
+		}
+		if diff := cmp.Diff(countsOf(u), countsOf(again)); diff != "" {
+			t.Errorf("%s: Usage again (-first +again):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// checkUsageTimes checks u's RetryAfter and ResetAfter: for a log, against
+// tc.at of the scores s, read between the Redis times before and after
+// (µs); for a counter, RetryAfter > 0 exactly when tc.full.
+func checkUsageTimes(t *testing.T, tc usageCase, u throttle.Usage, s []int64, before, after int64) {
+	t.Helper()
+	if tc.p.Algorithm != "" {
+		if (u.RetryAfter > 0) != tc.full {
+			t.Errorf("%s: RetryAfter %v, want it 0 unless full (%v)", tc.name, u.RetryAfter, tc.full)
+		}
+		return
+	}
+	var at usageTimes
+	if tc.at != nil {
+		at = tc.at(s)
+	}
+	for _, d := range []struct {
+		name string
+		got  time.Duration
+		at   int64
+	}{{"RetryAfter", u.RetryAfter, at.retry}, {"ResetAfter", u.ResetAfter, at.reset}} {
+		lo, hi := time.Duration(max(0, d.at-after))*time.Microsecond, time.Duration(max(0, d.at-before))*time.Microsecond
+		if d.got < lo || d.got > hi {
+			t.Errorf("%s: %s %v, want %v to %v", tc.name, d.name, d.got, lo, hi)
+		}
+	}
 }
 
 // TestUsageCountsEveryPlace: a backlog of k callers in line is k places,

@@ -176,18 +176,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	authorizations := make(chan string, 10)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		authorizations <- r.Header.Get("Authorization")
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Errorf("hijack: %v", err)
-			return
-		}
-		conn.Close() // the client sees EOF: a network error, which quotes the URL
-	}))
-	t.Cleanup(hook.Close)
-	hookURL := strings.Replace(hook.URL, "://", "://"+urlUser+":"+urlPassword+"@", 1) + "/send?api_key=" + urlAPIKey
+	hookURL, authorizations := droppingWebhook(t)
 	smtpAddr, passwords := smtpRejectingAuth(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -219,26 +208,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 
 	// Read the log until it reports both failures, then stop the worker.
 	var stderr bytes.Buffer
-	lines := bufio.NewScanner(io.TeeReader(pipe, &stderr))
-	var smsFailed, emailArchived bool
-	for (!smsFailed || !emailArchived) && lines.Scan() {
-		var rec struct{ Msg, Type, Err string }
-		if json.Unmarshal(lines.Bytes(), &rec) != nil {
-			continue
-		}
-		switch {
-		case rec.Msg == "task failed; will retry" && rec.Type == producer.TypeSMS:
-			smsFailed = true
-			if !strings.Contains(rec.Err, "xxxxx@") {
-				t.Errorf("the SMS error %q does not quote the URL redacted", rec.Err)
-			}
-		case rec.Msg == "task archived" && rec.Type == producer.TypeEmail:
-			emailArchived = true
-			if !strings.Contains(rec.Err, "AUTH PLAIN: 535") {
-				t.Errorf("the email error %q is not the rejected AUTH", rec.Err)
-			}
-		}
-	}
+	smsFailed, emailArchived := readSendFailures(t, io.TeeReader(pipe, &stderr))
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +231,49 @@ func TestSecretsNeverLogged(t *testing.T) {
 	}
 	checkNoSecrets(t, "stdout", stdout.String())
 	checkNoSecrets(t, "stderr", stderr.String())
+}
+
+// droppingWebhook is a webhook on loopback that drops every connection, so
+// that the error quotes the URL; it returns its URL, with a user, password
+// and API key, and sends each Authorization header it gets on the channel.
+func droppingWebhook(t *testing.T) (hookURL string, authorizations <-chan string) {
+	t.Helper()
+	got := make(chan string, 10)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		conn.Close() // the client sees EOF: a network error, which quotes the URL
+	}))
+	t.Cleanup(hook.Close)
+	return strings.Replace(hook.URL, "://", "://"+urlUser+":"+urlPassword+"@", 1) + "/send?api_key=" + urlAPIKey, got
+}
+
+// readSendFailures reads the worker's JSON log until it reports both the
+// SMS failed and the email archived, and checks what each error quotes.
+func readSendFailures(t *testing.T, log io.Reader) (smsFailed, emailArchived bool) {
+	t.Helper()
+	lines := bufio.NewScanner(log)
+	for (!smsFailed || !emailArchived) && lines.Scan() {
+		var rec struct{ Msg, Type, Err string }
+		if json.Unmarshal(lines.Bytes(), &rec) != nil {
+			continue
+		}
+		switch {
+		case rec.Msg == "task failed; will retry" && rec.Type == producer.TypeSMS:
+			smsFailed = true
+			if !strings.Contains(rec.Err, "xxxxx@") {
+				t.Errorf("the SMS error %q does not quote the URL redacted", rec.Err)
+			}
+		case rec.Msg == "task archived" && rec.Type == producer.TypeEmail:
+			emailArchived = true
+			if !strings.Contains(rec.Err, "AUTH PLAIN: 535") {
+				t.Errorf("the email error %q is not the rejected AUTH", rec.Err)
+			}
+		}
+	}
+	return smsFailed, emailArchived
 }

@@ -38,47 +38,9 @@ func TestStartLines(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
 			args := append([]string{"--redis", url, "--policies", policies, "--sms-log", "--email-log",
 				"--queues", redistest.Queue(t, redistest.Client(t)) + "=1", "--max-hold", "1500ms"}, tc.args...)
-			cmd := command(ctx, nil, args...)
-			pipe, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			type line struct {
-				Msg, Enforces, TaskType, MaxHold, DecisionTimeout string
-				raw                                               string
-			}
-			var lines []line
-			scan := bufio.NewScanner(pipe)
-			for scan.Scan() {
-				var l struct {
-					Msg             string `json:"msg"`
-					Enforces        string `json:"enforces"`
-					TaskType        string `json:"task_type"`
-					MaxHold         any    `json:"max_hold"`
-					DecisionTimeout any    `json:"decision_timeout"`
-				}
-				if err := json.Unmarshal(scan.Bytes(), &l); err != nil {
-					t.Fatalf("log line %q: %v", scan.Text(), err)
-				}
-				hold, _ := l.MaxHold.(string)
-				timeout, _ := l.DecisionTimeout.(string)
-				lines = append(lines, line{l.Msg, l.Enforces, l.TaskType, hold, timeout, scan.Text()})
-				if l.Msg == tc.last {
-					break
-				}
-			}
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			go func() { _, _ = io.Copy(io.Discard, pipe) }()
-			if err := cmd.Wait(); err != nil {
-				t.Errorf("worker: %v", err)
-			}
+			lines := parseStartLines(t, startLines(t, args, tc.last))
 			var msgs []string
 			for _, l := range lines {
 				msgs = append(msgs, l.Msg)
@@ -102,6 +64,35 @@ func TestStartLines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startLogLine is what TestStartLines reads of a log line.
+type startLogLine struct {
+	Msg, Enforces, TaskType, MaxHold, DecisionTimeout string
+	raw                                               string
+}
+
+// parseStartLines decodes the worker's JSON log lines; a max_hold or
+// decision_timeout that is not a string reads as "".
+func parseStartLines(t *testing.T, raw []string) []startLogLine {
+	t.Helper()
+	var lines []startLogLine
+	for _, text := range raw {
+		var l struct {
+			Msg             string `json:"msg"`
+			Enforces        string `json:"enforces"`
+			TaskType        string `json:"task_type"`
+			MaxHold         any    `json:"max_hold"`
+			DecisionTimeout any    `json:"decision_timeout"`
+		}
+		if err := json.Unmarshal([]byte(text), &l); err != nil {
+			t.Fatalf("log line %q: %v", text, err)
+		}
+		hold, _ := l.MaxHold.(string)
+		timeout, _ := l.DecisionTimeout.(string)
+		lines = append(lines, startLogLine{l.Msg, l.Enforces, l.TaskType, hold, timeout, text})
+	}
+	return lines
 }
 
 // TestReloadWarnsUnthrottled: a reload that leaves a task type without an

@@ -1,6 +1,7 @@
 package redisconn
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -52,47 +53,7 @@ func TestConnectTLS(t *testing.T) {
 
 	t.Setenv(RedisCAFileEnv, srv.CAFile)
 
-	t.Run("allow and enqueue", func(t *testing.T) {
-		rdb, err := Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rdb.Close()
-		lim := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
-		p := throttle.Policy{Limit: 1, Window: time.Minute}
-		for i, want := range []bool{true, false} {
-			d, err := lim.Allow(ctx, "tenant-a", p)
-			if err != nil {
-				t.Fatalf("allow %d: %v", i+1, err)
-			}
-			if d.Allowed != want {
-				t.Errorf("allow %d of a limit of 1: allowed %v, want %v", i+1, d.Allowed, want)
-			}
-		}
-		if _, err := lim.AllowInLine(ctx, "task-1", []throttle.Check{{Key: "tenant-b", Policy: p, Cost: 1}}); err != nil {
-			t.Errorf("allow in line: %v", err)
-		}
-		if err := lim.Hold(ctx, "provider", time.Minute); err != nil {
-			t.Errorf("hold: %v", err)
-		}
-		if d, err := lim.HeldFor(ctx, "provider"); err != nil || d <= 0 {
-			t.Errorf("held for %v (%v) after a hold of a minute", d, err)
-		}
-		for _, key := range []string{"tenant-a", "tenant-b", "provider"} {
-			if err := lim.Reset(ctx, key); err != nil {
-				t.Errorf("reset %s: %v", key, err)
-			}
-		}
-		queue := redistest.Queue(t, srv.Admin)
-		info, err := asynq.NewClientFromRedisClient(rdb).EnqueueContext(ctx, asynq.NewTask("sms:send", []byte(`{}`)), asynq.Queue(queue))
-		if err != nil {
-			t.Fatalf("enqueue as %s: %v", srv.User, err)
-		}
-		if n, err := srv.Admin.LLen(ctx, "asynq:{"+queue+"}:pending").Result(); err != nil || n != 1 {
-			t.Errorf("queue %s holds %d pending tasks (%v) after enqueuing %s, want 1", queue, n, err, info.ID)
-		}
-		srv.CheckACLLog(t)
-	})
+	t.Run("allow and enqueue", func(t *testing.T) { checkAllowAndEnqueue(ctx, t, srv, url, prefix) })
 
 	t.Run("wrong password", func(t *testing.T) {
 		const wrong = "not-the-password"
@@ -111,42 +72,92 @@ func TestConnectTLS(t *testing.T) {
 		}
 	})
 
-	t.Run("least privilege", func(t *testing.T) {
-		rdb, err := Connect(ctx, url)
+	t.Run("least privilege", func(t *testing.T) { checkLeastPrivilege(ctx, t, srv, url, prefix) })
+}
+
+// checkAllowAndEnqueue connects to srv at url: the limiter decides, holds
+// and resets under prefix, and asynq enqueues.
+func checkAllowAndEnqueue(ctx context.Context, t *testing.T, srv *redistest.TLS, url, prefix string) {
+	t.Helper()
+	rdb, err := Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	lim := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	p := throttle.Policy{Limit: 1, Window: time.Minute}
+	for i, want := range []bool{true, false} {
+		d, err := lim.Allow(ctx, "tenant-a", p)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("allow %d: %v", i+1, err)
 		}
-		defer rdb.Close()
-		other := "other:" + redistest.Prefix(t)
-		if err := srv.Admin.Set(ctx, other, "someone else's", 0).Err(); err != nil {
-			t.Fatal(err)
+		if d.Allowed != want {
+			t.Errorf("allow %d of a limit of 1: allowed %v, want %v", i+1, d.Allowed, want)
 		}
-		t.Cleanup(func() { _ = srv.Admin.Del(ctx, other).Err() })
-		cases := []struct {
-			name string
-			cmd  func() error
-		}{
-			{"get a key of another application", func() error { return rdb.Get(ctx, other).Err() }},
-			{"delete it", func() error { return rdb.Del(ctx, other).Err() }},
-			{"a script on it", func() error { return rdb.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{other}).Err() }},
-			{"flushall", func() error { return rdb.FlushAll(ctx).Err() }},
-			{"config set", func() error { return rdb.ConfigSet(ctx, "maxmemory", "1").Err() }},
-			{"keys", func() error { return rdb.Keys(ctx, "*").Err() }},
-			{"acl setuser", func() error { return rdb.Do(ctx, "ACL", "SETUSER", "sluice", "+@all").Err() }},
+	}
+	if _, err := lim.AllowInLine(ctx, "task-1", []throttle.Check{{Key: "tenant-b", Policy: p, Cost: 1}}); err != nil {
+		t.Errorf("allow in line: %v", err)
+	}
+	if err := lim.Hold(ctx, "provider", time.Minute); err != nil {
+		t.Errorf("hold: %v", err)
+	}
+	if d, err := lim.HeldFor(ctx, "provider"); err != nil || d <= 0 {
+		t.Errorf("held for %v (%v) after a hold of a minute", d, err)
+	}
+	for _, key := range []string{"tenant-a", "tenant-b", "provider"} {
+		if err := lim.Reset(ctx, key); err != nil {
+			t.Errorf("reset %s: %v", key, err)
 		}
-		for _, tc := range cases {
-			err := tc.cmd()
-			if err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
-				t.Errorf("%s as %s: %v, want NOPERM", tc.name, srv.User, err)
-			}
+	}
+	queue := redistest.Queue(t, srv.Admin)
+	info, err := asynq.NewClientFromRedisClient(rdb).EnqueueContext(ctx, asynq.NewTask("sms:send", []byte(`{}`)), asynq.Queue(queue))
+	if err != nil {
+		t.Fatalf("enqueue as %s: %v", srv.User, err)
+	}
+	if n, err := srv.Admin.LLen(ctx, "asynq:{"+queue+"}:pending").Result(); err != nil || n != 1 {
+		t.Errorf("queue %s holds %d pending tasks (%v) after enqueuing %s, want 1", queue, n, err, info.ID)
+	}
+	srv.CheckACLLog(t)
+}
+
+// checkLeastPrivilege connects to srv at url: the user can touch no key
+// outside its patterns, nor run admin commands, but reads its own under prefix.
+func checkLeastPrivilege(ctx context.Context, t *testing.T, srv *redistest.TLS, url, prefix string) {
+	t.Helper()
+	rdb, err := Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	other := "other:" + redistest.Prefix(t)
+	if err := srv.Admin.Set(ctx, other, "someone else's", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Admin.Del(ctx, other).Err() })
+	cases := []struct {
+		name string
+		cmd  func() error
+	}{
+		{"get a key of another application", func() error { return rdb.Get(ctx, other).Err() }},
+		{"delete it", func() error { return rdb.Del(ctx, other).Err() }},
+		{"a script on it", func() error { return rdb.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{other}).Err() }},
+		{"flushall", func() error { return rdb.FlushAll(ctx).Err() }},
+		{"config set", func() error { return rdb.ConfigSet(ctx, "maxmemory", "1").Err() }},
+		{"keys", func() error { return rdb.Keys(ctx, "*").Err() }},
+		{"acl setuser", func() error { return rdb.Do(ctx, "ACL", "SETUSER", "sluice", "+@all").Err() }},
+	}
+	for _, tc := range cases {
+		err := tc.cmd()
+		if err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Errorf("%s as %s: %v, want NOPERM", tc.name, srv.User, err)
 		}
-		if got, err := srv.Admin.Get(ctx, other).Result(); err != nil || got != "someone else's" {
-			t.Errorf("the other application's key holds %q (%v), want it untouched", got, err)
-		}
-		if err := rdb.Get(ctx, prefix+"own").Err(); !errors.Is(err, redis.Nil) {
-			t.Errorf("get a key under %s as %s: %v, want redis.Nil", prefix, srv.User, err)
-		}
-	})
+	}
+	if got, err := srv.Admin.Get(ctx, other).Result(); err != nil || got != "someone else's" {
+		t.Errorf("the other application's key holds %q (%v), want it untouched", got, err)
+	}
+	if err := rdb.Get(ctx, prefix+"own").Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("get a key under %s as %s: %v, want redis.Nil", prefix, srv.User, err)
+	}
 }
 
 func TestRedisCAFileErrors(t *testing.T) {
