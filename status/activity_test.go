@@ -44,73 +44,85 @@ func decision(tenant string, denied int) worker.DecisionEvent {
 	return worker.DecisionEvent{TaskType: "sms:send", Tenant: tenant, Rules: []string{"tenant", "provider"}, Decision: d}
 }
 
-// TestActivity: which tenants an Activity keeps, and the denials a second
-// it counts, over the last 10 s.
-func TestActivity(t *testing.T) {
-	t.Parallel()
+// activityStep is a decision an Activity observes, at a time after its
+// clock's start.
+type activityStep struct {
+	at time.Duration
+	e  worker.DecisionEvent
+}
+
+// activityRate names a denial rate: tenant "" for every tenant.
+type activityRate struct{ rule, tenant string }
+
+// activityCase is a case of TestActivity.
+type activityCase struct {
+	name        string
+	cfg         status.ActivityConfig
+	steps       []activityStep
+	at          time.Duration // when it is read
+	wantTenants []string
+	wantRates   map[activityRate]float64
+}
+
+// activityCases returns the cases of TestActivity.
+func activityCases() []activityCase {
 	early := decision("acme", 0)
 	early.Decision.Early = true
 	failed := decision("acme", -1)
 	failed.Err, failed.Decision = errors.New("dial tcp: connection refused"), throttle.MultiDecision{}
-	type step struct {
-		at time.Duration // after the clock's start
-		e  worker.DecisionEvent
-	}
-	type rate struct{ rule, tenant string } // tenant "" for every tenant
-	cases := []struct {
-		name        string
-		cfg         status.ActivityConfig
-		steps       []step
-		at          time.Duration // when it is read
-		wantTenants []string
-		wantRates   map[rate]float64
-	}{
+	return []activityCase{
 		{
 			name:        "denials a second: the rule that set the wait, per tenant and in all",
-			steps:       []step{{0, decision("acme", 0)}, {0, decision("acme", 0)}, {5 * time.Second, decision("globex", 1)}, {6 * time.Second, decision("globex", -1)}},
+			steps:       []activityStep{{0, decision("acme", 0)}, {0, decision("acme", 0)}, {5 * time.Second, decision("globex", 1)}, {6 * time.Second, decision("globex", -1)}},
 			at:          9 * time.Second,
 			wantTenants: []string{"acme", "globex"},
-			wantRates: map[rate]float64{
+			wantRates: map[activityRate]float64{
 				{"tenant", "acme"}: 0.2, {"tenant", "globex"}: 0, {"tenant", ""}: 0.2,
 				{"provider", "acme"}: 0, {"provider", "globex"}: 0.1, {"provider", ""}: 0.1,
 			},
 		},
 		{
 			name:        "denials older than 10 s no longer count",
-			steps:       []step{{0, decision("acme", 0)}, {5 * time.Second, decision("acme", 0)}},
+			steps:       []activityStep{{0, decision("acme", 0)}, {5 * time.Second, decision("acme", 0)}},
 			at:          10 * time.Second,
 			wantTenants: []string{"acme"},
-			wantRates:   map[rate]float64{{"tenant", "acme"}: 0.1, {"tenant", ""}: 0.1},
+			wantRates:   map[activityRate]float64{{"tenant", "acme"}: 0.1, {"tenant", ""}: 0.1},
 		},
 		{
 			name:        "early returns, failed calls and admissions are not denials",
-			steps:       []step{{0, early}, {0, failed}, {0, decision("acme", -1)}},
+			steps:       []activityStep{{0, early}, {0, failed}, {0, decision("acme", -1)}},
 			at:          time.Second,
 			wantTenants: []string{"acme"},
-			wantRates:   map[rate]float64{{"tenant", "acme"}: 0, {"provider", ""}: 0},
+			wantRates:   map[activityRate]float64{{"tenant", "acme"}: 0, {"provider", ""}: 0},
 		},
 		{
 			name:        "at most Tenants: the one seen least recently goes",
 			cfg:         status.ActivityConfig{Tenants: 2},
-			steps:       []step{{0, decision("acme", 0)}, {time.Second, decision("globex", -1)}, {2 * time.Second, decision("acme", -1)}, {3 * time.Second, decision("initech", -1)}},
+			steps:       []activityStep{{0, decision("acme", 0)}, {time.Second, decision("globex", -1)}, {2 * time.Second, decision("acme", -1)}, {3 * time.Second, decision("initech", -1)}},
 			at:          3 * time.Second,
 			wantTenants: []string{"acme", "initech"},
-			wantRates:   map[rate]float64{{"tenant", "acme"}: 0.1, {"tenant", "globex"}: 0},
+			wantRates:   map[activityRate]float64{{"tenant", "acme"}: 0.1, {"tenant", "globex"}: 0},
 		},
 		{
 			name:        "forgotten after Forget",
 			cfg:         status.ActivityConfig{Forget: time.Minute},
-			steps:       []step{{0, decision("acme", -1)}, {30 * time.Second, decision("globex", -1)}},
+			steps:       []activityStep{{0, decision("acme", -1)}, {30 * time.Second, decision("globex", -1)}},
 			at:          61 * time.Second,
 			wantTenants: []string{"globex"},
 		},
 		{
 			name:        "a task without a tenant is not a tenant",
-			steps:       []step{{0, decision("", 0)}},
+			steps:       []activityStep{{0, decision("", 0)}},
 			wantTenants: []string{},
 		},
 	}
-	for _, tc := range cases {
+}
+
+// TestActivity: which tenants an Activity keeps, and the denials a second
+// it counts, over the last 10 s.
+func TestActivity(t *testing.T) {
+	t.Parallel()
+	for _, tc := range activityCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := newFakeClock()

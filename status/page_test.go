@@ -130,6 +130,56 @@ func TestPage(t *testing.T) {
 	}
 	pf, activity := policies.Static(p), status.NewActivity(nil)
 	sent := make(smsRecorder, 10)
+	ctx, stop := testwait.RunServer(t, newPageWorker(t, rdb, q, prefix, pf, activity, sent))
+	defer stop()
+	ins := enqueueAndWaitDenied(t, ctx, rdb, q, sent)
+	activity.ObserveProvider(worker.ProviderEvent{Provider: "sms", Err: &provider.StatusError{Code: 429, Status: "429 Too Many Requests"}})
+
+	h, err := status.Page(rdb, status.PageConfig{Policies: pf, Activity: activity, Queues: []string{q}, Prefix: prefix, Name: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET / = %d:\n%s", rec.Code, body)
+	}
+	for name, want := range map[string]string{"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"} {
+		if got := rec.Header().Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+
+	checkWindowRows(t, body)
+	for _, s := range []string{
+		`<meta http-equiv="refresh" content="2">`,
+		`Sluice worker <span class="name">w1</span>`,
+		`<p class="okline" id="redis">`,
+		`<span class="tname">acme</span> <span class="sub">last seen`,
+		`<span class="waiting">2</span> throttled in the retry set, next back in`,
+		`<td class="num"><span class="throttled">3</span></td><td><ul class="by"><li data-by="rule per-hour"><span class="count">3</span> rule per-hour</li></ul>`,
+		`<tr class="provider" data-provider="sms"><td>sms</td><td class="num">3</td><td class="num recent429">1</td><td class="num total429">1</td>`,
+		`this worker's`,
+		`<td class="rule">trial <span class="shadow"`,
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the page has no %s", s)
+		}
+	}
+	if t.Failed() {
+		t.Logf("page:\n%s", body)
+	}
+
+	checkRetrySetHead(t, ctx, ins, q)
+	checkPageRetryTasks(t, rdb, pf, activity, q, prefix)
+}
+
+// newPageWorker returns a worker for TestPage on queue q whose tenants get
+// one SMS an hour, sent to sent, and whose denied tasks wait in the retry
+// set, holding places in line.
+func newPageWorker(t *testing.T, rdb *redis.Client, q, prefix string, pf *policies.File, activity *status.Activity, sent smsRecorder) *worker.Server {
+	t.Helper()
 	srv, err := worker.NewServer(rdb, worker.Config{
 		ThrottleConfig: worker.ThrottleConfig{
 			MaxHold:                  -1, // the denied go to the retry set
@@ -149,8 +199,14 @@ func TestPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := testwait.RunServer(t, srv)
-	defer stop()
+	return srv
+}
+
+// enqueueAndWaitDenied enqueues 3 SMS for acme and 2 for globex on q, and
+// waits for the 2 sent and the 3 denied in the retry set; it returns an
+// inspector of q's Redis.
+func enqueueAndWaitDenied(t *testing.T, ctx context.Context, rdb *redis.Client, q string, sent smsRecorder) *asynq.Inspector {
+	t.Helper()
 	pc := producer.NewClientFromRedisClient(rdb)
 	for tenant, n := range map[string]int{"acme": 3, "globex": 2} {
 		for range n {
@@ -169,24 +225,12 @@ func TestPage(t *testing.T) {
 		}
 		return qi.Retry == 3 && qi.Active == 0, fmt.Sprintf("%d in the retry set, %d active, not 3 and 0", qi.Retry, qi.Active)
 	})
-	activity.ObserveProvider(worker.ProviderEvent{Provider: "sms", Err: &provider.StatusError{Code: 429, Status: "429 Too Many Requests"}})
+	return ins
+}
 
-	h, err := status.Page(rdb, status.PageConfig{Policies: pf, Activity: activity, Queues: []string{q}, Prefix: prefix, Name: "w1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	body := rec.Body.String()
-	if rec.Code != http.StatusOK {
-		t.Fatalf("GET / = %d:\n%s", rec.Code, body)
-	}
-	for name, want := range map[string]string{"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"} {
-		if got := rec.Header().Get(name); got != want {
-			t.Errorf("%s: %q, want %q", name, got, want)
-		}
-	}
-
+// checkWindowRows checks the window rows of TestPage's page body.
+func checkWindowRows(t *testing.T, body string) {
+	t.Helper()
 	rows := pageRows(body)
 	// Each tenant used its one SMS of the hour; the denied hold places in
 	// line, 1 and 2 hours on, in every rule's window: the global one counts
@@ -207,27 +251,13 @@ func TestPage(t *testing.T) {
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Errorf("window rows (-want +got):\n%s\npage:\n%s", diff, body)
 	}
-	for _, s := range []string{
-		`<meta http-equiv="refresh" content="2">`,
-		`Sluice worker <span class="name">w1</span>`,
-		`<p class="okline" id="redis">`,
-		`<span class="tname">acme</span> <span class="sub">last seen`,
-		`<span class="waiting">2</span> throttled in the retry set, next back in`,
-		`<td class="num"><span class="throttled">3</span></td><td><ul class="by"><li data-by="rule per-hour"><span class="count">3</span> rule per-hour</li></ul>`,
-		`<tr class="provider" data-provider="sms"><td>sms</td><td class="num">3</td><td class="num recent429">1</td><td class="num total429">1</td>`,
-		`this worker's`,
-		`<td class="rule">trial <span class="shadow"`,
-	} {
-		if !strings.Contains(body, s) {
-			t.Errorf("the page has no %s", s)
-		}
-	}
-	if t.Failed() {
-		t.Logf("page:\n%s", body)
-	}
+}
 
-	// RetrySetHead reads as many of the 3 tasks as asked, counts them,
-	// and reports the rest unread; RetrySet reads all.
+// checkRetrySetHead checks that RetrySetHead reads as many of the 3 tasks
+// in q's retry set as asked, counts them, and reports the rest unread, and
+// that RetrySet reads all.
+func checkRetrySetHead(t *testing.T, ctx context.Context, ins *asynq.Inspector, q string) {
+	t.Helper()
 	for _, tc := range []struct{ scan, wantRead, wantUnread int }{
 		{1, 1, 2},
 		{2, 2, 1},
@@ -245,16 +275,19 @@ func TestPage(t *testing.T) {
 	if rq, err := retryset.Read(ctx, ins, q, 10); err != nil || rq.Throttled != 3 || rq.Unread != 0 {
 		t.Errorf("RetrySet: %d throttled, %d unread, err %v; want 3, 0, nil", rq.Throttled, rq.Unread, err)
 	}
+}
 
-	// A page that reads 2 tasks of each retry set counts those and says
-	// how many more wait.
-	h, err = status.Page(rdb, status.PageConfig{Policies: pf, Activity: activity, Queues: []string{q}, Prefix: prefix, RetryTasks: 2})
+// checkPageRetryTasks checks that a page that reads 2 tasks of each retry
+// set counts those and says how many more wait.
+func checkPageRetryTasks(t *testing.T, rdb *redis.Client, pf *policies.File, activity *status.Activity, q, prefix string) {
+	t.Helper()
+	h, err := status.Page(rdb, status.PageConfig{Policies: pf, Activity: activity, Queues: []string{q}, Prefix: prefix, RetryTasks: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec = httptest.NewRecorder()
+	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	body = rec.Body.String()
+	body := rec.Body.String()
 	for _, s := range []string{
 		`<td class="num"><span class="throttled">2</span><br><span class="sub unread">+1 not read</span></td>`,
 		`The counts cover the first 2 tasks of a queue's retry set`,

@@ -3,14 +3,12 @@ package worker_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/testwait"
@@ -33,20 +31,14 @@ func (r decisionRecorder) record(e worker.DecisionEvent) { r <- e }
 func TestMiddlewareOnDecision(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	type event struct { // the fields of a DecisionEvent a case decides
-		Tenant  string
-		Rules   []string
-		Allowed bool
-		Denied  int
-	}
 	cases := []struct {
 		name     string
 		policies string
-		tenants  []string // one SMS task each
-		email    bool     // and an email task, whose type has no rules
-		want     []event  // in any order
+		tenants  []string          // one SMS task each
+		email    bool              // and an email task, whose type has no rules
+		want     []decisionSummary // in any order
 	}{
-		{"allowed then denied", perHour, []string{"acme", "acme"}, false, []event{
+		{"allowed then denied", perHour, []string{"acme", "acme"}, false, []decisionSummary{
 			{Tenant: "acme", Rules: []string{"per-hour"}, Allowed: true, Denied: -1},
 			{Tenant: "acme", Rules: []string{"per-hour"}, Denied: 0},
 		}},
@@ -55,7 +47,7 @@ tasks:
   sms:send:
     - {name: per-hour, scope: tenant, limit: 5, window: 1h}
     - {name: provider, scope: global, limit: 1, window: 1h}
-`, []string{"a", "b"}, false, []event{
+`, []string{"a", "b"}, false, []decisionSummary{
 			{Tenant: "a", Rules: []string{"per-hour", "provider"}, Allowed: true, Denied: -1},
 			{Tenant: "b", Rules: []string{"per-hour", "provider"}, Denied: 1},
 		}},
@@ -71,15 +63,7 @@ tasks:
 			prefix := redistest.Prefix(t)
 			t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
 			events := make(decisionRecorder, 10)
-			tr, err := worker.NewThrottle(throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), policies.Static(p),
-				&worker.ThrottleConfig{
-					DelayedTaskCheckInterval: serverCheckInterval,
-					Logger:                   slog.New(slog.DiscardHandler),
-					OnDecision:               events.record,
-				})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tr := newRecordingThrottle(t, throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)), p, 0, events)
 			rec := newRecorder(nil)
 			s := startServer(t, rdb, tr.Middleware(rec))
 			// One task at a time, so that the first is the one allowed.
@@ -98,21 +82,7 @@ tasks:
 				testwait.Receive(t, rec.calls, "handler call")
 			}
 			s.stop() // every handler has returned: every event is in
-			got := testwait.Drain(events)
-
-			var gotEvents []event
-			for _, e := range got {
-				if e.TaskType != producer.TypeSMS || e.Err != nil || e.Latency <= 0 || e.Latency > testwait.For {
-					t.Errorf("event %+v: want type %s, no error, a latency", e, producer.TypeSMS)
-				}
-				if len(e.Decision.Checks) != len(e.Rules) {
-					t.Errorf("event %+v: %d checks for %d rules", e, len(e.Decision.Checks), len(e.Rules))
-				}
-				if !e.Decision.Allowed && e.Decision.RetryAfter < 30*time.Minute {
-					t.Errorf("denied event %+v: RetryAfter %v, want the 1h window's", e, e.Decision.RetryAfter)
-				}
-				gotEvents = append(gotEvents, event{Tenant: e.Tenant, Rules: e.Rules, Allowed: e.Decision.Allowed, Denied: e.Decision.Denied})
-			}
+			gotEvents := checkDecisionEvents(t, testwait.Drain(events))
 			if diff := cmp.Diff(tc.want, gotEvents); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
@@ -123,19 +93,58 @@ tasks:
 	}
 }
 
+// decisionSummary holds the fields of a DecisionEvent that a case of
+// TestMiddlewareOnDecision decides.
+type decisionSummary struct {
+	Tenant  string
+	Rules   []string
+	Allowed bool
+	Denied  int
+}
+
+// newRecordingThrottle returns the middleware for p on limiter, holding a
+// denied task for at most maxHold (0 for the default), that passes every
+// decision to events.
+func newRecordingThrottle(t *testing.T, limiter *throttle.Limiter, p *policies.Policies, maxHold time.Duration, events decisionRecorder) *worker.Throttle {
+	t.Helper()
+	tr, err := worker.NewThrottle(limiter, policies.Static(p), &worker.ThrottleConfig{
+		MaxHold:                  maxHold,
+		DelayedTaskCheckInterval: serverCheckInterval,
+		Logger:                   slog.New(slog.DiscardHandler),
+		OnDecision:               events.record,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// checkDecisionEvents checks the fields of events that every SMS decision
+// of a one-hour window shares, and returns the others.
+func checkDecisionEvents(t *testing.T, events []worker.DecisionEvent) []decisionSummary {
+	t.Helper()
+	var out []decisionSummary
+	for _, e := range events {
+		if e.TaskType != producer.TypeSMS || e.Err != nil || e.Latency <= 0 || e.Latency > testwait.For {
+			t.Errorf("event %+v: want type %s, no error, a latency", e, producer.TypeSMS)
+		}
+		if len(e.Decision.Checks) != len(e.Rules) {
+			t.Errorf("event %+v: %d checks for %d rules", e, len(e.Decision.Checks), len(e.Rules))
+		}
+		if !e.Decision.Allowed && e.Decision.RetryAfter < 30*time.Minute {
+			t.Errorf("denied event %+v: RetryAfter %v, want the 1h window's", e, e.Decision.RetryAfter)
+		}
+		out = append(out, decisionSummary{Tenant: e.Tenant, Rules: e.Rules, Allowed: e.Decision.Allowed, Denied: e.Decision.Denied})
+	}
+	return out
+}
+
 // TestMiddlewareOnDecisionError: a limiter call that fails is an event too,
 // with the error and no decision.
 func TestMiddlewareOnDecisionError(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close()
-	down := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { _ = down.Close() })
+	_, down := unreachableRedis(t)
 	p, err := policies.Parse(t.Name(), []byte(perHour))
 	if err != nil {
 		t.Fatal(err)

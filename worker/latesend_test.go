@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/testwait"
@@ -37,11 +38,6 @@ func TestLateSendRestamped(t *testing.T) {
 			rdb := redistest.Client(t)
 			prefix := redistest.Prefix(t)
 			t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
-			q := redistest.Queue(t, rdb)
-			p, err := policies.Parse(t.Name(), []byte(fairPolicies))
-			if err != nil {
-				t.Fatal(err)
-			}
 			logKey, err := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)).RedisKey("rule/sms:send/provider")
 			if err != nil {
 				t.Fatal(err)
@@ -61,17 +57,7 @@ func TestLateSendRestamped(t *testing.T) {
 					time.Sleep(tc.stall)
 				}
 			}
-			sent := make(smsRecorder, 10)
-			srv, err := worker.NewServer(rdb, worker.Config{
-				ThrottleConfig: worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval, OnDecision: onDecision},
-				Policies:       policies.Static(p), SMS: sent, Email: provider.LogProvider{},
-				Queues: map[string]int{q: 1}, Prefix: prefix, ShutdownTimeout: 5 * time.Second, Concurrency: 2,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, stop := testwait.RunServer(t, srv)
-			t.Cleanup(stop)
+			q, sent := startLateSendServer(t, rdb, prefix, onDecision)
 			pc := producer.NewClientFromRedisClient(rdb)
 			info, err := pc.EnqueueSMS(context.Background(), "acme", goodSMS, asynq.Queue(q))
 			if err != nil {
@@ -92,12 +78,7 @@ func TestLateSendRestamped(t *testing.T) {
 			if m.ID != info.ID || len(decided) != tc.decisions {
 				t.Fatalf("sent %s after %d decisions, want %s after %d", m.ID, len(decided), info.ID, tc.decisions)
 			}
-			var at float64
-			for _, z := range members {
-				if strings.HasSuffix(z.Member.(string), "-c"+info.ID+"#1") {
-					at = max(at, z.Score)
-				}
-			}
+			at := lastMemberScore(members, info.ID)
 			// The last decision's admission came before the hook saw it.
 			last := decided[len(decided)-1].UnixMicro()
 			switch {
@@ -108,4 +89,40 @@ func TestLateSendRestamped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startLateSendServer runs a worker with the fair policies on its own queue,
+// under prefix, whose decisions go to onDecision, and returns the queue and
+// the SMS it sends.
+func startLateSendServer(t *testing.T, rdb *redis.Client, prefix string, onDecision func(worker.DecisionEvent)) (q string, sent smsRecorder) {
+	t.Helper()
+	q = redistest.Queue(t, rdb)
+	p, err := policies.Parse(t.Name(), []byte(fairPolicies))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent = make(smsRecorder, 10)
+	srv, err := worker.NewServer(rdb, worker.Config{
+		ThrottleConfig: worker.ThrottleConfig{DelayedTaskCheckInterval: serverCheckInterval, OnDecision: onDecision},
+		Policies:       policies.Static(p), SMS: sent, Email: provider.LogProvider{},
+		Queues: map[string]int{q: 1}, Prefix: prefix, ShutdownTimeout: 5 * time.Second, Concurrency: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stop := testwait.RunServer(t, srv)
+	t.Cleanup(stop)
+	return q, sent
+}
+
+// lastMemberScore returns the latest score of task id's members in a
+// provider's log, 0 when it has none.
+func lastMemberScore(members []redis.Z, id string) float64 {
+	var at float64
+	for _, z := range members {
+		if strings.HasSuffix(z.Member.(string), "-c"+id+"#1") {
+			at = max(at, z.Score)
+		}
+	}
+	return at
 }

@@ -227,64 +227,83 @@ tasks:
 			if more := testwait.Drain(s.failures); len(more) > 0 {
 				t.Errorf("%d more ErrorHandler calls, the first %v", len(more), more[0].Err)
 			}
-			for _, f := range throttled {
-				te, ok := errors.AsType[*provider.ThrottledError](f.Err)
-				if !ok {
-					t.Errorf("error %q is not a *ThrottledError", f.Err)
-					continue
-				}
-				if got, want := te.By, tc.wantBy; got != want {
-					t.Errorf("ThrottledError.By = %q, want %q", got, want)
-				}
-				if f.Retried != 0 {
-					t.Errorf("task %s ran with Retried = %d, want 0", f.ID, f.Retried)
-				}
-			}
-
-			if archived := s.archived(t); len(archived) > 0 {
-				t.Errorf("%d tasks archived, the first with %q", len(archived), archived[0].LastErr)
-			}
-			if qi := s.queueInfo(t); qi.FailedTotal != 0 {
-				t.Errorf("queue counts %d failures, want 0: denials are not failures", qi.FailedTotal)
-			}
-			retries := s.retries(t)
-			if got, want := len(retries), tc.wantThrottled; got != want {
-				t.Fatalf("%d tasks in the retry set, want %d", got, want)
-			}
-			for _, r := range retries {
-				if r.Retried != 0 {
-					t.Errorf("task %s: Retried = %d, want 0: a denial counted as a failure", r.ID, r.Retried)
-				}
-				if want := "throttled by " + tc.wantBy; !strings.Contains(r.LastErr, want) {
-					t.Errorf("task %s: LastErr = %q, want it to contain %q", r.ID, r.LastErr, want)
-				}
-				// A one-hour window: the task waits for a free slot, not a
-				// fixed backoff.
-				if soonest := time.Now().Add(30 * time.Minute); r.NextProcessAt.Before(soonest) {
-					t.Errorf("task %s comes back at %v, before %v", r.ID, r.NextProcessAt, soonest)
-				}
-			}
-
-			// worker.ErrorHandler logged each denial at debug level, with the
-			// task's ID from asynq's context.
-			var logged int
-			for _, r := range s.logs.JSONLines(t) {
-				if r["msg"] != "task throttled" {
-					t.Errorf("unexpected log record %v", r)
-					continue
-				}
-				logged++
-				if r["level"] != "DEBUG" {
-					t.Errorf("throttled task logged at %v, want DEBUG", r["level"])
-				}
-				if id, _ := r["task"].(string); !ids[id] {
-					t.Errorf("log record names task %q, not one of the test's", r["task"])
-				}
-			}
-			if got, want := logged, tc.wantThrottled; got != want {
-				t.Errorf("%d throttled tasks logged, want %d", got, want)
-			}
+			checkThrottledErrors(t, throttled, tc.wantBy)
+			checkThrottledRetrySet(t, s, tc.wantThrottled, tc.wantBy)
+			checkThrottledLogs(t, s, ids, tc.wantThrottled)
 		})
+	}
+}
+
+// checkThrottledErrors checks that each ErrorHandler call in throttled was
+// a denial by wantBy, of a task that had not failed before.
+func checkThrottledErrors(t *testing.T, throttled []failure, wantBy string) {
+	t.Helper()
+	for _, f := range throttled {
+		te, ok := errors.AsType[*provider.ThrottledError](f.Err)
+		if !ok {
+			t.Errorf("error %q is not a *ThrottledError", f.Err)
+			continue
+		}
+		if got, want := te.By, wantBy; got != want {
+			t.Errorf("ThrottledError.By = %q, want %q", got, want)
+		}
+		if f.Retried != 0 {
+			t.Errorf("task %s ran with Retried = %d, want 0", f.ID, f.Retried)
+		}
+	}
+}
+
+// checkThrottledRetrySet checks that nothing was archived or counted as a
+// failure, and that the wantThrottled denied tasks wait in the retry set
+// for a free slot of wantBy's one-hour window.
+func checkThrottledRetrySet(t *testing.T, s *server, wantThrottled int, wantBy string) {
+	t.Helper()
+	if archived := s.archived(t); len(archived) > 0 {
+		t.Errorf("%d tasks archived, the first with %q", len(archived), archived[0].LastErr)
+	}
+	if qi := s.queueInfo(t); qi.FailedTotal != 0 {
+		t.Errorf("queue counts %d failures, want 0: denials are not failures", qi.FailedTotal)
+	}
+	retries := s.retries(t)
+	if got, want := len(retries), wantThrottled; got != want {
+		t.Fatalf("%d tasks in the retry set, want %d", got, want)
+	}
+	for _, r := range retries {
+		if r.Retried != 0 {
+			t.Errorf("task %s: Retried = %d, want 0: a denial counted as a failure", r.ID, r.Retried)
+		}
+		if want := "throttled by " + wantBy; !strings.Contains(r.LastErr, want) {
+			t.Errorf("task %s: LastErr = %q, want it to contain %q", r.ID, r.LastErr, want)
+		}
+		// A one-hour window: the task waits for a free slot, not a
+		// fixed backoff.
+		if soonest := time.Now().Add(30 * time.Minute); r.NextProcessAt.Before(soonest) {
+			t.Errorf("task %s comes back at %v, before %v", r.ID, r.NextProcessAt, soonest)
+		}
+	}
+}
+
+// checkThrottledLogs checks that worker.ErrorHandler logged each of the
+// wantThrottled denials at debug level, with the task's ID from asynq's
+// context, and nothing else.
+func checkThrottledLogs(t *testing.T, s *server, ids map[string]bool, wantThrottled int) {
+	t.Helper()
+	var logged int
+	for _, r := range s.logs.JSONLines(t) {
+		if r["msg"] != "task throttled" {
+			t.Errorf("unexpected log record %v", r)
+			continue
+		}
+		logged++
+		if r["level"] != "DEBUG" {
+			t.Errorf("throttled task logged at %v, want DEBUG", r["level"])
+		}
+		if id, _ := r["task"].(string); !ids[id] {
+			t.Errorf("log record names task %q, not one of the test's", r["task"])
+		}
+	}
+	if got, want := logged, wantThrottled; got != want {
+		t.Errorf("%d throttled tasks logged, want %d", got, want)
 	}
 }
 
@@ -353,6 +372,19 @@ tasks:
 
 var errProviderDown = errors.New("provider down")
 
+// retryBudgetCase is a case of TestMiddlewareRetryBudget: a task whose
+// handler returns result (or panics), and how the task ends.
+type retryBudgetCase struct {
+	name        string
+	task        func(t *testing.T) *asynq.Task
+	result      error
+	panics      bool
+	wantState   asynq.TaskState
+	wantRetried int
+	wantErrIn   []string
+	wantErrOut  string // must not be in LastErr
+}
+
 // TestMiddlewareRetryBudget: a real failure spends the task's budget, the
 // producer.HeaderMaxRetry header (asynq's MaxRetry - 1 without it); with
 // the budget spent the task is archived, saying so. Errors that are not
@@ -369,16 +401,7 @@ func TestMiddlewareRetryBudget(t *testing.T) {
 	withProducer := func(opts ...asynq.Option) func(t *testing.T) *asynq.Task {
 		return func(t *testing.T) *asynq.Task { return smsTask(t, "acme", opts...) }
 	}
-	cases := []struct {
-		name        string
-		task        func(t *testing.T) *asynq.Task
-		result      error
-		panics      bool
-		wantState   asynq.TaskState
-		wantRetried int
-		wantErrIn   []string
-		wantErrOut  string // must not be in LastErr
-	}{
+	cases := []retryBudgetCase{
 		{"budget 0, failure archived", withProducer(asynq.MaxRetry(0)), errProviderDown,
 			false, asynq.TaskStateArchived, 0, []string{"retry budget of 0 spent", "provider down"}, ""},
 		{"budget 3, failure retried", withProducer(asynq.MaxRetry(3)), errProviderDown,
@@ -425,32 +448,39 @@ func TestMiddlewareRetryBudget(t *testing.T) {
 			if got, want := errors.Is(f.Err, asynq.SkipRetry), tc.wantState == asynq.TaskStateArchived; got != want {
 				t.Errorf("error %q: errors.Is(SkipRetry) = %t, want %t", f.Err, got, want)
 			}
-			got := s.info(t, info.ID)
-			if got.State != tc.wantState {
-				t.Errorf("state = %v, want %v", got.State, tc.wantState)
-			}
-			if got.Retried != tc.wantRetried {
-				t.Errorf("Retried = %d, want %d", got.Retried, tc.wantRetried)
-			}
-			for _, want := range tc.wantErrIn {
-				if !strings.Contains(got.LastErr, want) {
-					t.Errorf("LastErr = %q, want it to contain %q", got.LastErr, want)
-				}
-			}
-			if tc.wantErrOut != "" && strings.Contains(got.LastErr, tc.wantErrOut) {
-				t.Errorf("LastErr = %q, want it not to contain %q", got.LastErr, tc.wantErrOut)
-			}
-			if calls := testwait.Drain(rec.calls); len(calls) > 0 {
-				t.Errorf("handler ran %d more times", len(calls))
-			}
-			wantFailed := 1
-			if provider.IsThrottled(tc.result) {
-				wantFailed = 0
-			}
-			if got, want := s.queueInfo(t).FailedTotal, wantFailed; got != want {
-				t.Errorf("queue counts %d failures, want %d", got, want)
-			}
+			checkRetryBudgetEnd(t, s, rec, info.ID, tc)
 		})
+	}
+}
+
+// checkRetryBudgetEnd checks, once s has stopped, the final state of task
+// id, that the handler ran it only once, and the queue's failure count.
+func checkRetryBudgetEnd(t *testing.T, s *server, rec *recorder, id string, tc retryBudgetCase) {
+	t.Helper()
+	got := s.info(t, id)
+	if got.State != tc.wantState {
+		t.Errorf("state = %v, want %v", got.State, tc.wantState)
+	}
+	if got.Retried != tc.wantRetried {
+		t.Errorf("Retried = %d, want %d", got.Retried, tc.wantRetried)
+	}
+	for _, want := range tc.wantErrIn {
+		if !strings.Contains(got.LastErr, want) {
+			t.Errorf("LastErr = %q, want it to contain %q", got.LastErr, want)
+		}
+	}
+	if tc.wantErrOut != "" && strings.Contains(got.LastErr, tc.wantErrOut) {
+		t.Errorf("LastErr = %q, want it not to contain %q", got.LastErr, tc.wantErrOut)
+	}
+	if calls := testwait.Drain(rec.calls); len(calls) > 0 {
+		t.Errorf("handler ran %d more times", len(calls))
+	}
+	wantFailed := 1
+	if provider.IsThrottled(tc.result) {
+		wantFailed = 0
+	}
+	if got, want := s.queueInfo(t).FailedTotal, wantFailed; got != want {
+		t.Errorf("queue counts %d failures, want %d", got, want)
 	}
 }
 
@@ -557,16 +587,7 @@ tasks:
 func TestMiddlewareLimiterUnreachable(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-
-	// A loopback port where nothing listens.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close()
-	down := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { _ = down.Close() })
+	dead, down := unreachableRedis(t)
 	p, err := policies.Parse("inline", []byte(perHour))
 	if err != nil {
 		t.Fatal(err)
@@ -608,23 +629,7 @@ func TestMiddlewareLimiterUnreachable(t *testing.T) {
 			} else {
 				f := testwait.Receive(t, s.failures, "ErrorHandler call")
 				s.stop()
-				if f.ID != sms.ID {
-					t.Errorf("ErrorHandler saw task %s, want the SMS task %s", f.ID, sms.ID)
-				}
-				te, ok := errors.AsType[*provider.ThrottledError](f.Err)
-				if !ok {
-					t.Fatalf("error %q is not a *ThrottledError", f.Err)
-				}
-				if got, want := te.By, "limiter unavailable"; got != want {
-					t.Errorf("By = %q, want %q", got, want)
-				}
-				if te.Err == nil || !strings.Contains(te.Err.Error(), dead) {
-					t.Errorf("Err = %v, want the Redis error naming %s", te.Err, dead)
-				}
-				got := s.info(t, sms.ID)
-				if got.State != asynq.TaskStateRetry || got.Retried != 0 {
-					t.Errorf("SMS task: state %v, Retried %d; want retry, 0", got.State, got.Retried)
-				}
+				checkLimiterDownDenial(t, s, f, sms.ID, dead)
 			}
 			if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 				t.Errorf("handler ran %d more times, the first %s", len(calls), calls[0].Type)
@@ -636,6 +641,45 @@ func TestMiddlewareLimiterUnreachable(t *testing.T) {
 				t.Errorf("SMS task ran: %t, want %t", got, want)
 			}
 		})
+	}
+}
+
+// unreachableRedis returns a loopback address where nothing listens, and a
+// client for it that fails at once: no retries, a one-second dial timeout.
+func unreachableRedis(t *testing.T) (addr string, c *redis.Client) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	l.Close()
+	c = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	return addr, c
+}
+
+// checkLimiterDownDenial checks that f, the one ErrorHandler call, denied
+// task smsID because the limiter at dead failed, and that the task waits in
+// the retry set without spending its budget.
+func checkLimiterDownDenial(t *testing.T, s *server, f failure, smsID, dead string) {
+	t.Helper()
+	if f.ID != smsID {
+		t.Errorf("ErrorHandler saw task %s, want the SMS task %s", f.ID, smsID)
+	}
+	te, ok := errors.AsType[*provider.ThrottledError](f.Err)
+	if !ok {
+		t.Fatalf("error %q is not a *ThrottledError", f.Err)
+	}
+	if got, want := te.By, "limiter unavailable"; got != want {
+		t.Errorf("By = %q, want %q", got, want)
+	}
+	if te.Err == nil || !strings.Contains(te.Err.Error(), dead) {
+		t.Errorf("Err = %v, want the Redis error naming %s", te.Err, dead)
+	}
+	got := s.info(t, smsID)
+	if got.State != asynq.TaskStateRetry || got.Retried != 0 {
+		t.Errorf("SMS task: state %v, Retried %d; want retry, 0", got.State, got.Retried)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
@@ -74,17 +75,7 @@ func TestServerErrorHandler(t *testing.T) {
 	ctx, stop := testwait.RunServer(t, srv)
 	defer stop()
 
-	pc := producer.NewClientFromRedisClient(rdb)
-	for range 2 { // per-hour allows one: the second is throttled
-		if _, err := pc.EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// An unknown task type is archived.
-	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(
-		asynq.NewTaskWithHeaders("fax:send", nil, map[string]string{producer.HeaderTenant: "globex"}), asynq.Queue(q)); err != nil {
-		t.Fatal(err)
-	}
+	enqueueThrottledAndArchived(t, ctx, rdb, q)
 
 	if m := testwait.Receive(t, sent, "SMS"); m.Tenant != "acme" {
 		t.Errorf("SMS for tenant %q, want acme", m.Tenant)
@@ -114,6 +105,24 @@ func TestServerErrorHandler(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the worker's own log has no %s:\n%s", want, logs.String())
 		}
+	}
+}
+
+// enqueueThrottledAndArchived enqueues on q two SMS for acme, of which
+// perHour throttles the second, and a task of an unknown type for globex,
+// which the worker archives.
+func enqueueThrottledAndArchived(t *testing.T, ctx context.Context, rdb *redis.Client, q string) {
+	t.Helper()
+	pc := producer.NewClientFromRedisClient(rdb)
+	for range 2 { // per-hour allows one: the second is throttled
+		if _, err := pc.EnqueueSMS(ctx, "acme", goodSMS, asynq.Queue(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An unknown task type is archived.
+	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(
+		asynq.NewTaskWithHeaders("fax:send", nil, map[string]string{producer.HeaderTenant: "globex"}), asynq.Queue(q)); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -2,7 +2,6 @@ package worker_test
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"testing"
 
@@ -51,15 +50,8 @@ tasks:
 			}
 			limiter := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
 			events := make(decisionRecorder, 20)
-			tr, err := worker.NewThrottle(limiter, policies.Static(p), &worker.ThrottleConfig{
-				MaxHold:                  -1, // a denied task goes back at once
-				DelayedTaskCheckInterval: serverCheckInterval,
-				Logger:                   slog.New(slog.DiscardHandler),
-				OnDecision:               events.record,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			// MaxHold -1: a denied task goes back at once.
+			tr := newRecordingThrottle(t, limiter, p, -1, events)
 			rec := newRecorder(nil)
 			s := startServer(t, rdb, tr.Middleware(rec))
 			// One at a time, so that the decisions come in order.
@@ -75,23 +67,7 @@ tasks:
 			if calls := testwait.Drain(rec.calls); len(calls) > 0 {
 				t.Errorf("the handler ran %d tasks more than %d", len(calls), tc.wantRun)
 			}
-			var shadow []bool
-			for _, e := range testwait.Drain(events) {
-				for _, r := range e.Rules {
-					if r == "trial" {
-						t.Errorf("the shadow rule is among the enforcing rules of an event: %v", e.Rules)
-					}
-				}
-				if tc.enforceRule != "" && (len(e.Rules) != 1 || e.Rules[0] != tc.enforceRule) {
-					t.Errorf("event rules %v, want [%s]", e.Rules, tc.enforceRule)
-				}
-				for _, d := range e.Shadow {
-					if d.Err != nil || d.Rule != "trial" {
-						t.Errorf("shadow decision %+v, want one of rule trial without error", d)
-					}
-					shadow = append(shadow, d.Allowed)
-				}
-			}
+			shadow := shadowDecisions(t, testwait.Drain(events), tc.enforceRule)
 			if got, want := shadow, tc.wantShadow; !slices.Equal(got, want) {
 				t.Errorf("shadow decisions %v, want %v", got, want)
 			}
@@ -109,6 +85,31 @@ tasks:
 			}
 		})
 	}
+}
+
+// shadowDecisions checks that the shadow rule "trial" never enforces in
+// events, and that enforceRule ("" for none) alone does, and returns the
+// shadow rule's decisions, in order.
+func shadowDecisions(t *testing.T, events []worker.DecisionEvent, enforceRule string) []bool {
+	t.Helper()
+	var shadow []bool
+	for _, e := range events {
+		for _, r := range e.Rules {
+			if r == "trial" {
+				t.Errorf("the shadow rule is among the enforcing rules of an event: %v", e.Rules)
+			}
+		}
+		if enforceRule != "" && (len(e.Rules) != 1 || e.Rules[0] != enforceRule) {
+			t.Errorf("event rules %v, want [%s]", e.Rules, enforceRule)
+		}
+		for _, d := range e.Shadow {
+			if d.Err != nil || d.Rule != "trial" {
+				t.Errorf("shadow decision %+v, want one of rule trial without error", d)
+			}
+			shadow = append(shadow, d.Allowed)
+		}
+	}
+	return shadow
 }
 
 // TestPoliciesShadowMode: mode: shadow marks the rule and its checks, and
