@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/arrivals"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -219,10 +220,69 @@ tasks:
 	procs := startWorkers(t, 3, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
 		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "8", "--log-level", "warn")
 
+	tasks := enqueueDeliveryTasks(t, rdb, queue)
+	start := time.Now()
+
+	// Midway, SIGTERM one worker: it finishes what it runs and exits;
+	// nothing it held may be lost.
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	terminated := waitDeliveredStoppingOne(t, sink, procs[0], len(tasks.want))
+	elapsed := time.Since(start)
+	if terminated {
+		select {
+		case <-procs[0].done:
+			if procs[0].err != nil {
+				t.Errorf("worker stopped by SIGTERM exited with %v\n%s", procs[0].err, procs[0].logs)
+			}
+		case <-time.After(40 * time.Second):
+			t.Errorf("worker did not exit within 40 s of SIGTERM")
+		}
+	}
+
+	got := sink.deliveredOK()
+	for id, n := range got {
+		if _, ok := tasks.want[id]; !ok {
+			t.Errorf("provider got unexpected task %s", id)
+		}
+		if n != 1 {
+			t.Errorf("task %s delivered %d times", id, n)
+		}
+	}
+
+	checkDeliveryWindows(t, sink, window)
+	checkRetryAfterHonoured(t, sink)
+
+	// Permanent failures are archived with the provider's message, and the
+	// throttled MaxRetry(0) tasks were not.
+	waitArchived(t, inspector, queue, tasks.rejected, "number not in service")
+	waitArchived(t, inspector, queue, tasks.malformed, "to")
+	archived, err := inspector.ListArchivedTasks(queue, asynq.PageSize(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(archived) != 2 {
+		t.Errorf("%d archived tasks, want 2 (the rejected number and the malformed payload)", len(archived))
+	}
+
+	t.Logf("delivered %d tasks in %v, with a provider hold of 1 s and a worker stopped midway (TestBacklogDrain measures utilization)",
+		len(tasks.want), elapsed.Round(10*time.Millisecond))
+}
+
+// deliveryTasks are the tasks TestDeliveryThroughThrottledWorkers enqueues.
+type deliveryTasks struct {
+	want      map[string]string // task ID -> tenant, tasks that must be delivered
+	rejected  string            // the ID of the task to rejectedNumber
+	malformed string            // the ID of the task whose payload is malformed
+}
+
+// enqueueDeliveryTasks enqueues on queue the SMS of four tenants, half of
+// them with MaxRetry(0), one to rejectedNumber and one malformed.
+func enqueueDeliveryTasks(t *testing.T, rdb *redis.Client, queue string) deliveryTasks {
+	t.Helper()
 	ctx := context.Background()
 	pc := producer.NewClientFromRedisClient(rdb)
 	defer pc.Close()
-	want := map[string]string{} // task ID -> tenant, tasks that must be delivered
+	tasks := deliveryTasks{want: map[string]string{}}
 	enqueue := func(tenant, to string, opts ...asynq.Option) string {
 		t.Helper()
 		info, err := pc.EnqueueSMS(ctx, tenant, producer.SMS{To: to, Body: "hello " + tenant}, append(opts, asynq.Queue(queue))...)
@@ -238,39 +298,45 @@ tasks:
 			if i%2 == 0 {
 				opts = append(opts, asynq.MaxRetry(0)) // throttled, never archived
 			}
-			want[enqueue(tenant, fmt.Sprintf("+1555%07d", i), opts...)] = tenant
+			tasks.want[enqueue(tenant, fmt.Sprintf("+1555%07d", i), opts...)] = tenant
 		}
 	}
-	rejected := enqueue("acme", rejectedNumber)
+	tasks.rejected = enqueue("acme", rejectedNumber)
 	malformed, err := asynq.NewClientFromRedisClient(rdb).Enqueue(
 		asynq.NewTaskWithHeaders(producer.TypeSMS, []byte(`{"to": 5}`), map[string]string{producer.HeaderTenant: "acme"}),
 		asynq.Queue(queue))
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	tasks.malformed = malformed.ID
+	return tasks
+}
 
-	// Midway, SIGTERM one worker: it finishes what it runs and exits;
-	// nothing it held may be lost.
-	inspector := asynq.NewInspectorFromRedisClient(rdb)
-	delivered := func() map[string]int {
-		got := map[string]int{}
-		for _, r := range sink.receipts() {
-			if r.Status == http.StatusOK {
-				got[r.ID]++
-			}
+// deliveredOK returns how many requests the sink answered 200 for each
+// task ID.
+func (s *smsSink) deliveredOK() map[string]int {
+	got := map[string]int{}
+	for _, r := range s.receipts() {
+		if r.Status == http.StatusOK {
+			got[r.ID]++
 		}
-		return got
 	}
+	return got
+}
+
+// waitDeliveredStoppingOne waits up to 90 s for the sink to answer 200 to
+// n tasks, sending SIGTERM to p once a third are; it reports whether it did.
+func waitDeliveredStoppingOne(t *testing.T, sink *smsSink, p *workerProc, n int) bool {
+	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	terminated := false
-	for len(delivered()) < len(want) {
+	for len(sink.deliveredOK()) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 90 s the provider has %d of %d tasks", len(delivered()), len(want))
+			t.Fatalf("after 90 s the provider has %d of %d tasks", len(sink.deliveredOK()), n)
 		}
-		if !terminated && len(delivered()) >= len(want)/3 {
+		if !terminated && len(sink.deliveredOK()) >= n/3 {
 			terminated = true
-			if err := procs[0].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -279,29 +345,13 @@ tasks:
 		case <-time.After(time.Second):
 		}
 	}
-	elapsed := time.Since(start)
-	if terminated {
-		select {
-		case <-procs[0].done:
-			if procs[0].err != nil {
-				t.Errorf("worker stopped by SIGTERM exited with %v\n%s", procs[0].err, procs[0].logs)
-			}
-		case <-time.After(40 * time.Second):
-			t.Errorf("worker did not exit within 40 s of SIGTERM")
-		}
-	}
+	return terminated
+}
 
-	got := delivered()
-	for id, n := range got {
-		if _, ok := want[id]; !ok {
-			t.Errorf("provider got unexpected task %s", id)
-		}
-		if n != 1 {
-			t.Errorf("task %s delivered %d times", id, n)
-		}
-	}
-
-	// No window exceeded, per tenant and overall, as the provider saw it.
+// checkDeliveryWindows checks that no window was exceeded, per tenant and
+// overall, as the provider saw it.
+func checkDeliveryWindows(t *testing.T, sink *smsSink, window time.Duration) {
+	t.Helper()
 	byTenant := map[string][]time.Time{}
 	var all []time.Time
 	for _, r := range sink.receipts() {
@@ -319,8 +369,12 @@ tasks:
 	if got := arrivals.MaxInWindow(all, window); got > 10 {
 		t.Errorf("provider saw %d in one window, global limit 10", got)
 	}
+}
 
-	// The 429 was honoured: the retry of that task came at least 1 s later.
+// checkRetryAfterHonoured checks that the 429 was honoured: the retry of
+// that task came at least 1 s later.
+func checkRetryAfterHonoured(t *testing.T, sink *smsSink) {
+	t.Helper()
 	var first429 receipt
 	for _, r := range sink.receipts() {
 		if r.Status == http.StatusTooManyRequests {
@@ -329,57 +383,45 @@ tasks:
 	}
 	if first429.ID == "" {
 		t.Errorf("the provider never answered 429")
-	} else {
-		// And it held back every worker's SMS: a worker reads a hold at most
-		// 250 ms late, and a send admitted before that may still arrive, a
-		// little later on a loaded machine. Without the hold, the other
-		// tenants' tasks go on at 10/s.
-		quiet := first429.At.Add(500 * time.Millisecond)
-		for _, r := range sink.receipts() {
-			if r.At.After(quiet) && r.At.Before(first429.At.Add(time.Second)) {
-				t.Errorf("task %s (%s) reached the provider %v after its 429 with Retry-After: 1",
-					r.ID, r.Tenant, r.At.Sub(first429.At))
-			}
-		}
-		for _, r := range sink.receipts() {
-			if r.ID == first429.ID && r.Status == http.StatusOK && r.At.Sub(first429.At) < time.Second {
-				t.Errorf("task %s came back %v after a 429 with Retry-After: 1", r.ID, r.At.Sub(first429.At))
-			}
+		return
+	}
+	// And it held back every worker's SMS: a worker reads a hold at most
+	// 250 ms late, and a send admitted before that may still arrive, a
+	// little later on a loaded machine. Without the hold, the other
+	// tenants' tasks go on at 10/s.
+	quiet := first429.At.Add(500 * time.Millisecond)
+	for _, r := range sink.receipts() {
+		if r.At.After(quiet) && r.At.Before(first429.At.Add(time.Second)) {
+			t.Errorf("task %s (%s) reached the provider %v after its 429 with Retry-After: 1",
+				r.ID, r.Tenant, r.At.Sub(first429.At))
 		}
 	}
+	for _, r := range sink.receipts() {
+		if r.ID == first429.ID && r.Status == http.StatusOK && r.At.Sub(first429.At) < time.Second {
+			t.Errorf("task %s came back %v after a 429 with Retry-After: 1", r.ID, r.At.Sub(first429.At))
+		}
+	}
+}
 
-	// Permanent failures are archived with the provider's message, and the
-	// throttled MaxRetry(0) tasks were not.
-	waitArchived := func(id, wantMsg string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			info, err := inspector.GetTaskInfo(queue, id)
-			if err == nil && info.State == asynq.TaskStateArchived {
-				if !strings.Contains(info.LastErr, wantMsg) {
-					t.Errorf("archived task %s: last error %q, want it to mention %q", id, info.LastErr, wantMsg)
-				}
-				return
+// waitArchived waits up to 20 s for task id of queue to be archived with a
+// last error that mentions wantMsg.
+func waitArchived(t *testing.T, inspector *asynq.Inspector, queue, id, wantMsg string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := inspector.GetTaskInfo(queue, id)
+		if err == nil && info.State == asynq.TaskStateArchived {
+			if !strings.Contains(info.LastErr, wantMsg) {
+				t.Errorf("archived task %s: last error %q, want it to mention %q", id, info.LastErr, wantMsg)
 			}
-			if time.Now().After(deadline) {
-				t.Errorf("task %s not archived: %+v, %v", id, info, err)
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+			return
 		}
+		if time.Now().After(deadline) {
+			t.Errorf("task %s not archived: %+v, %v", id, info, err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	waitArchived(rejected, "number not in service")
-	waitArchived(malformed.ID, "to")
-	archived, err := inspector.ListArchivedTasks(queue, asynq.PageSize(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(archived) != 2 {
-		t.Errorf("%d archived tasks, want 2 (the rejected number and the malformed payload)", len(archived))
-	}
-
-	t.Logf("delivered %d tasks in %v, with a provider hold of 1 s and a worker stopped midway (TestBacklogDrain measures utilization)",
-		len(want), elapsed.Round(10*time.Millisecond))
 }
 
 // TestBacklogDrain drains a backlog of three tenants through three worker

@@ -109,6 +109,22 @@ func TestFailoverUnderLoad(t *testing.T) {
 	})
 }
 
+// The window of limits.policies's rules, and its margin.
+const (
+	failoverWindow = time.Second
+	failoverMargin = 50 * time.Millisecond
+)
+
+// failoverRun is what failoverUnderLoad saw of the failover.
+type failoverRun struct {
+	old, now         string        // the master killed, and the one promoted
+	killed, promoted time.Time     // when the kill and the promotion were
+	drained          time.Duration // from the kill to the queue empty
+	repeats          int           // tasks delivered again
+	firstAfter       time.Time     // the first arrival after the promotion
+	inFlight         int           // arrivals after the kill, of sends the old master admitted
+}
+
 // failoverUnderLoad enqueues a throttled backlog on target, waits until
 // the replicas have it, starts three workers, kills the master once a
 // third of the tasks have reached the provider, and checks and logs what
@@ -119,8 +135,6 @@ func failoverUnderLoad(t *testing.T, target failoverTarget) {
 	}
 	const (
 		perTenant = 24
-		window    = time.Second
-		margin    = 50 * time.Millisecond // limits.policies's
 		// The longest the test waits, from the kill, for every task to
 		// arrive and the queue to empty. A retry or a completion that the
 		// old master acknowledged but had not yet sent to its replica is
@@ -153,30 +167,59 @@ func failoverUnderLoad(t *testing.T, target failoverTarget) {
 	waitFor(t, 30*time.Second, "a third of the tasks at the provider", sink.notified, func() bool {
 		return len(sink.receipts()) >= len(want)/3
 	})
-	old, err := target.master(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target.kill(old)
-	killed := time.Now()
-	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
-	now, err := target.promoted(pctx, old)
-	pcancel()
-	if err != nil {
-		t.Fatalf("after the master %s was killed: %v", old, err)
-	}
-	promoted := time.Now()
+	run := killMaster(t, ctx, target)
 
-	waitFor(t, recoveryBound-time.Since(killed), "every task at the provider", sink.notified, func() bool {
+	waitFor(t, recoveryBound-time.Since(run.killed), "every task at the provider", sink.notified, func() bool {
 		return len(sink.delivered()) == len(want)
 	})
-	waitDrained(t, target.rdb, target.queue, max(recoveryBound-time.Since(killed), 5*time.Second))
-	drained := time.Since(killed)
+	waitDrained(t, target.rdb, target.queue, max(recoveryBound-time.Since(run.killed), 5*time.Second))
+	run.drained = time.Since(run.killed)
 	// The workers are still running, and stop cleanly; stopped, they have
 	// no send left on its way.
 	stopWorkers(t, procs...)
 
 	rs := sink.receipts()
+	run.repeats = checkRedeliveries(t, rs, want, run.killed)
+	run.firstAfter, run.inFlight = firstAfterPromotion(t, rs, run, target.resume)
+	around := checkFailoverWindows(t, rs, lim, run)
+	tenantAll, globalAll := windowPeaks(rs, failoverWindow)
+	tenantAround, globalAround := windowPeaks(around, failoverWindow)
+	t.Logf("master %s killed with %d of %d tasks at the provider; %s promoted %v later; "+
+		"first delivery after it %v after the kill (%d sends admitted before the kill arrived after it); "+
+		"queue empty %v after the kill; %d tasks delivered again, with their first Idempotency-Key",
+		run.old, countBefore(rs, run.killed), len(want), run.now, run.promoted.Sub(run.killed).Round(time.Millisecond),
+		run.firstAfter.Sub(run.killed).Round(time.Millisecond), run.inFlight, run.drained.Round(time.Millisecond), run.repeats)
+	t.Logf("most in one 1 s window, tenant limit %d, global %d: the whole run %d and %d; around the failover %d and %d",
+		lim.tenant, lim.global, tenantAll, globalAll, tenantAround, globalAround)
+}
+
+// killMaster kills the master of target's queue and waits up to 30 s for
+// a replica to take its place.
+func killMaster(t *testing.T, ctx context.Context, target failoverTarget) failoverRun {
+	t.Helper()
+	var run failoverRun
+	var err error
+	run.old, err = target.master(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.kill(run.old)
+	run.killed = time.Now()
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	run.now, err = target.promoted(pctx, run.old)
+	pcancel()
+	if err != nil {
+		t.Fatalf("after the master %s was killed: %v", run.old, err)
+	}
+	run.promoted = time.Now()
+	return run
+}
+
+// checkRedeliveries checks that every task of want arrived, and that a task
+// delivered again came with its first Idempotency-Key; it logs each, and
+// returns how many there were.
+func checkRedeliveries(t *testing.T, rs []receipt, want map[string]string, killed time.Time) int {
+	t.Helper()
 	again := map[string]bool{}
 	for id := range want {
 		again[id] = true // any task the old master ran may run again
@@ -196,34 +239,18 @@ func failoverUnderLoad(t *testing.T, target failoverTarget) {
 		t.Logf("task %s delivered again: first %v from the kill, again %v from it, Idempotency-Key %q both times",
 			r.ID, f.At.Sub(killed).Round(time.Millisecond), r.At.Sub(killed).Round(time.Millisecond), r.Key)
 	}
+	return repeats
+}
 
-	// The windows. The old master counted every admission before the
-	// kill, and the new master counts those it admits; but the new master
-	// lacks what the old one admitted in its last moments and had not sent
-	// to its replica when it died (replication is asynchronous), and may
-	// admit as many again. Each window of the limiter therefore holds at
-	// most its limit of admissions that the new master knows, plus those
-	// lost, which the old master had kept within the limit too: at most
-	// twice the limit, and only in the windows that hold both the kill and
-	// admissions of the new master. None can: nothing is admitted between
-	// the kill and the promotion, which takes more than the sentinels' or
-	// nodes' 1 s of silence before they act, and a window is 1 s (plus the
-	// margin), so the lost admissions have left it when the new master
-	// starts; the test asserts the bound of twice the limit all the same,
-	// which holds whatever the promotion's speed, and logs what it saw.
-	//
-	// Outside the failover the limits hold as always: arrivals before the
-	// promotion were all admitted by the old master, and windows that begin
-	// a window, its margin and 250 ms of sending after the kill hold only
-	// admissions the new master made, knowing all the others of their
-	// window.
-	var before, after, around []receipt
-	var firstAfter time.Time
-	inFlight := 0 // arrivals after the kill, of sends the old master admitted
+// firstAfterPromotion returns the first arrival after run's promotion,
+// which must come within resume of it, and how many arrived between the
+// kill and the promotion.
+func firstAfterPromotion(t *testing.T, rs []receipt, run failoverRun, resume time.Duration) (firstAfter time.Time, inFlight int) {
+	t.Helper()
 	for _, r := range rs {
 		switch {
-		case r.At.Before(killed):
-		case r.At.Before(promoted):
+		case r.At.Before(run.killed):
+		case r.At.Before(run.promoted):
 			inFlight++
 		case firstAfter.IsZero():
 			firstAfter = r.At
@@ -232,18 +259,47 @@ func failoverUnderLoad(t *testing.T, target failoverTarget) {
 	if firstAfter.IsZero() {
 		t.Fatalf("no task reached the provider after the promotion")
 	}
-	if d := firstAfter.Sub(promoted); d > target.resume {
+	if d := firstAfter.Sub(run.promoted); d > resume {
 		t.Errorf("the first task after the promotion reached the provider %v after it, want within %v",
-			d.Round(time.Millisecond), target.resume)
+			d.Round(time.Millisecond), resume)
 	}
+	return firstAfter, inFlight
+}
+
+// checkFailoverWindows checks the windows the provider saw against lim,
+// before, after and through run's failover; it returns the arrivals around
+// the failover.
+//
+// The old master counted every admission before the kill, and the new
+// master counts those it admits; but the new master lacks what the old
+// one admitted in its last moments and had not sent to its replica when it
+// died (replication is asynchronous), and may admit as many again. Each
+// window of the limiter therefore holds at most its limit of admissions
+// that the new master knows, plus those lost, which the old master had
+// kept within the limit too: at most twice the limit, and only in the
+// windows that hold both the kill and admissions of the new master. None
+// can: nothing is admitted between the kill and the promotion, which takes
+// more than the sentinels' or nodes' 1 s of silence before they act, and a
+// window is 1 s (plus the margin), so the lost admissions have left it
+// when the new master starts; the test asserts the bound of twice the
+// limit all the same, which holds whatever the promotion's speed, and logs
+// what it saw.
+//
+// Outside the failover the limits hold as always: arrivals before the
+// promotion were all admitted by the old master, and windows that begin a
+// window, its margin and 250 ms of sending after the kill hold only
+// admissions the new master made, knowing all the others of their window.
+func checkFailoverWindows(t *testing.T, rs []receipt, lim limits, run failoverRun) (around []receipt) {
+	t.Helper()
+	var before, after []receipt
 	for _, r := range rs {
-		if r.At.Before(promoted) {
+		if r.At.Before(run.promoted) {
 			before = append(before, r)
 		}
-		if !r.At.Before(killed.Add(window + margin + 250*time.Millisecond)) {
+		if !r.At.Before(run.killed.Add(failoverWindow + failoverMargin + 250*time.Millisecond)) {
 			after = append(after, r)
 		}
-		if !r.At.Before(killed.Add(-window)) && r.At.Before(firstAfter.Add(window)) {
+		if !r.At.Before(run.killed.Add(-failoverWindow)) && r.At.Before(run.firstAfter.Add(failoverWindow)) {
 			around = append(around, r)
 		}
 	}
@@ -256,21 +312,13 @@ func failoverUnderLoad(t *testing.T, target failoverTarget) {
 		{"from a window after the kill", after, 1},
 		{"in the whole run", rs, 2},
 	} {
-		tenant, global := windowPeaks(c.rs, window)
+		tenant, global := windowPeaks(c.rs, failoverWindow)
 		if tenant > c.factor*lim.tenant || global > c.factor*lim.global {
 			t.Errorf("%s the provider saw at most %d of a tenant in one window (limit %d) and %d in all (limit %d); want at most %d times the limits",
 				c.name, tenant, lim.tenant, global, lim.global, c.factor)
 		}
 	}
-	tenantAll, globalAll := windowPeaks(rs, window)
-	tenantAround, globalAround := windowPeaks(around, window)
-	t.Logf("master %s killed with %d of %d tasks at the provider; %s promoted %v later; "+
-		"first delivery after it %v after the kill (%d sends admitted before the kill arrived after it); "+
-		"queue empty %v after the kill; %d tasks delivered again, with their first Idempotency-Key",
-		old, countBefore(rs, killed), len(want), now, promoted.Sub(killed).Round(time.Millisecond),
-		firstAfter.Sub(killed).Round(time.Millisecond), inFlight, drained.Round(time.Millisecond), repeats)
-	t.Logf("most in one 1 s window, tenant limit %d, global %d: the whole run %d and %d; around the failover %d and %d",
-		lim.tenant, lim.global, tenantAll, globalAll, tenantAround, globalAround)
+	return around
 }
 
 // windowPeaks returns the most arrivals of rs that the provider saw within

@@ -88,27 +88,7 @@ tasks:
 
 	rs := sink.receipts()
 	slices.SortFunc(rs, func(a, b receipt) int { return a.At.Compare(b.At) })
-	// ahead counts the sends of the backlog (acme's, not urgent) that
-	// arrived after since and before the last send whose ID starts with
-	// idPrefix.
-	ahead := func(since time.Time, idPrefix string) int {
-		last := -1
-		for i, r := range rs {
-			if strings.HasPrefix(r.ID, idPrefix) {
-				last = i
-			}
-		}
-		if last < 0 {
-			t.Fatalf("no send of %s", idPrefix)
-		}
-		n := 0
-		for _, r := range rs[:last] {
-			if r.At.After(since) && strings.HasPrefix(r.ID, "acme-") {
-				n++
-			}
-		}
-		return n
-	}
+	ahead := func(since time.Time, idPrefix string) int { return backlogAhead(t, rs, since, idPrefix) }
 	if n := ahead(newcomer, "initech-"); n > 8 {
 		t.Errorf("%d of the backlog's sends came between the newcomer's enqueue and its last send, want at most 8", n)
 	}
@@ -134,6 +114,29 @@ tasks:
 		t.Errorf("queue %s still holds %s", queue, left)
 	}
 	t.Logf("backlog sends before the newcomer's last: %d; before the urgent tasks' last: %d", ahead(newcomer, "initech-"), ahead(urgent, "urgent-"))
+}
+
+// backlogAhead counts the sends of rs, in order of arrival, of the backlog
+// (acme's, not urgent) that arrived after since and before the last send
+// whose ID starts with idPrefix.
+func backlogAhead(t *testing.T, rs []receipt, since time.Time, idPrefix string) int {
+	t.Helper()
+	last := -1
+	for i, r := range rs {
+		if strings.HasPrefix(r.ID, idPrefix) {
+			last = i
+		}
+	}
+	if last < 0 {
+		t.Fatalf("no send of %s", idPrefix)
+	}
+	n := 0
+	for _, r := range rs[:last] {
+		if r.At.After(since) && strings.HasPrefix(r.ID, "acme-") {
+			n++
+		}
+	}
+	return n
 }
 
 // enqueueSMS runs cmd/enqueue (bin) to put n SMS of tenant, IDs from id, on

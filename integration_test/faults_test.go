@@ -343,159 +343,190 @@ func TestRedisOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: each case cuts Redis off for 10 s")
 	}
-	const outage = 10 * time.Second
-	cases := []struct {
-		name     string
-		mode     faultproxy.Mode
-		failOpen bool
-		fair     bool // the fair lines: tasks wait parked, not in the workers
-	}{
+	cases := []outageCase{
 		{"down, fail-closed", faultproxy.Refuse, false, false},
 		{"partitioned, fail-closed", faultproxy.Blackhole, false, false},
 		{"partitioned, fail-open", faultproxy.Blackhole, true, false},
 		{"down, fair lines", faultproxy.Refuse, false, true},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			rawURL := redistest.URL(t)
-			rdb := redistest.Client(t)
-			queue := redistest.Queue(t, rdb)
-			proxy, throughProxy := startProxy(t, rawURL)
-			sink := newSMSSink(t)
-			lim := limits{tenant: 2, global: 3}
-			want := backlog(t, rdb, queue, 15, "acme", "globex")
-			args := []string{"--redis", throughProxy, "--policies", lim.policies(t), "--sms-webhook", sink.srv.URL,
-				"--queues", queue + "=1", "--prefix", redistest.Prefix(t), "--concurrency", "4",
-				"--decision-timeout", decisionTimeout.String(), "--log-level", "debug",
-				// First come, first served, denied tasks wait in the
-				// workers for their places, never in the retry set: so
-				// tasks ask the limiter during the outage, when no task
-				// can be fetched from Redis. With the fair lines they wait
-				// parked, and the dispatch loop meets the outage.
-				"--max-hold", "1m", "--metrics-addr", "127.0.0.1:0"}
-			if tc.failOpen {
-				args = append(args, "--fail-open")
-			}
-			if !tc.fair {
-				args = append(args, "--fairness", "off")
-			}
-			procs := startWorkers(t, 2, args...)
-			addrs := []string{opsAddr(t, procs[0]), opsAddr(t, procs[1])}
-
-			waitFor(t, 20*time.Second, "6 tasks at the provider", sink.notified, func() bool { return len(sink.delivered()) >= 6 })
-			cpu := make([]time.Duration, len(procs))
-			for i, p := range procs {
-				cpu[i] = cpuTime(t, p.cmd.Process.Pid)
-			}
-			conns := proxy.Accepted()
-			cut := time.Now()
-			proxy.Set(tc.mode)
-			select {
-			case <-procs[0].done:
-				t.Fatalf("worker 0 exited during the outage: %v", procs[0].err)
-			case <-procs[1].done:
-				t.Fatalf("worker 1 exited during the outage: %v", procs[1].err)
-			case <-time.After(outage):
-			}
-			for i, p := range procs {
-				used := cpuTime(t, p.cmd.Process.Pid) - cpu[i]
-				t.Logf("worker %d: %v of CPU in the %v outage", i, used, outage)
-				// A worker that spins on errors burns a core; one that
-				// waits uses a few percent.
-				if used > outage/4 {
-					t.Errorf("worker %d used %v of CPU in the %v outage: it spins", i, used, outage)
-				}
-			}
-			conns = proxy.Accepted() - conns
-			healed := time.Now()
-			proxy.Set(faultproxy.Pass)
-			t.Logf("%d connections opened to Redis during the outage by both workers", conns)
-
-			waitDrainedAfter(t, rdb, queue, cut, healed)
-			sums := scrapeAll(t, addrs...)
-			stopWorkers(t, procs...)
-
-			rs := sink.receipts()
-			checkDelivered(t, rs, want, nil)
-			var during, firstAfter int // sends during the outage after the first second; the first after it
-			firstAfter = -1
-			for i, r := range rs {
-				if r.At.After(cut.Add(time.Second)) && r.At.Before(healed) {
-					during++
-				}
-				if firstAfter < 0 && r.At.After(healed) {
-					firstAfter = i
-				}
-			}
-			if firstAfter >= 0 {
-				t.Logf("the first task after the outage reached the provider %v after it ended", rs[firstAfter].At.Sub(healed).Round(time.Millisecond))
-			}
-
-			var undecided, failedOpen []map[string]any
-			for _, p := range procs {
-				undecided = append(undecided, logLines(t, p.logs.String(), "limiter did not decide")...)
-				failedOpen = append(failedOpen, logLines(t, p.logs.String(), "limiter unavailable; running the task without a decision (fail-open)")...)
-			}
-			if tc.fair {
-				var failed int
-				for _, p := range procs {
-					failed += len(logLines(t, p.logs.String(), "could not dispatch the fair lines"))
-				}
-				t.Logf("the dispatch loops failed %d times during the outage", failed)
-				if failed == 0 {
-					t.Errorf("no dispatch of the fair lines failed during the outage: the outage tested nothing")
-				}
-			} else if len(undecided) == 0 {
-				t.Errorf("no decision failed during the outage: the outage tested nothing")
-			}
-			var slowest time.Duration
-			for _, line := range undecided {
-				// The worker logs durations as text ("1.2s").
-				text, _ := line["latency"].(string)
-				latency, err := time.ParseDuration(text)
-				if err != nil {
-					t.Fatalf("a failed decision's latency %#v is not a duration: %v", line["latency"], err)
-				}
-				slowest = max(slowest, latency)
-				if latency > decisionTimeout+time.Second {
-					t.Errorf("a decision failed after %v, with a decision timeout of %v: %v", latency, decisionTimeout, line["err"])
-				}
-			}
-			t.Logf("%d decisions failed during the outage, the slowest after %v (decision timeout %v)", len(undecided), slowest, decisionTimeout)
-			// The metrics count what the logs say.
-			if got, want := sums["sluice_limiter_errors_total{task_type=sms:send}"], float64(len(undecided)); got != want {
-				t.Errorf("sluice_limiter_errors_total = %v, want %v, the decisions logged as failed", got, want)
-			}
-			if got, want := sums["sluice_fail_open_admissions_total{task_type=sms:send}"], float64(len(failedOpen)); got != want {
-				t.Errorf("sluice_fail_open_admissions_total = %v, want %v, the tasks logged as run without a decision", got, want)
-			}
-
-			if tc.failOpen {
-				// Every send without a decision is logged, so no more
-				// reached the provider during the outage than were logged.
-				if len(failedOpen) == 0 {
-					t.Errorf("no task ran without a decision: fail-open tested nothing")
-				}
-				if during > len(failedOpen) {
-					t.Errorf("%d tasks reached the provider during the outage, %d logged as run without a decision", during, len(failedOpen))
-				}
-				var times []time.Time
-				for _, r := range rs {
-					times = append(times, r.At)
-				}
-				t.Logf("fail-open: %d tasks ran without a decision, %d of them reached the provider after the outage's first second; the most in one 1 s window %d, global limit %d",
-					len(failedOpen), during, arrivals.MaxInWindow(times, time.Second), lim.global)
-				return
-			}
-			if len(failedOpen) > 0 {
-				t.Errorf("fail-closed, %d tasks ran without a decision", len(failedOpen))
-			}
-			if during > 0 {
-				t.Errorf("fail-closed, %d tasks reached the provider during the outage, after its first second", during)
-			}
-			lim.check(t, rs)
-		})
+		t.Run(tc.name, func(t *testing.T) { redisOutage(t, tc) })
 	}
+}
+
+// outageCase is a case of TestRedisOutage.
+type outageCase struct {
+	name     string
+	mode     faultproxy.Mode
+	failOpen bool
+	fair     bool // the fair lines: tasks wait parked, not in the workers
+}
+
+// outage is how long TestRedisOutage cuts the workers off Redis.
+const outage = 10 * time.Second
+
+// redisOutage is a case of TestRedisOutage.
+func redisOutage(t *testing.T, tc outageCase) {
+	rawURL := redistest.URL(t)
+	rdb := redistest.Client(t)
+	queue := redistest.Queue(t, rdb)
+	proxy, throughProxy := startProxy(t, rawURL)
+	sink := newSMSSink(t)
+	lim := limits{tenant: 2, global: 3}
+	want := backlog(t, rdb, queue, 15, "acme", "globex")
+	args := []string{"--redis", throughProxy, "--policies", lim.policies(t), "--sms-webhook", sink.srv.URL,
+		"--queues", queue + "=1", "--prefix", redistest.Prefix(t), "--concurrency", "4",
+		"--decision-timeout", decisionTimeout.String(), "--log-level", "debug",
+		// First come, first served, denied tasks wait in the
+		// workers for their places, never in the retry set: so
+		// tasks ask the limiter during the outage, when no task
+		// can be fetched from Redis. With the fair lines they wait
+		// parked, and the dispatch loop meets the outage.
+		"--max-hold", "1m", "--metrics-addr", "127.0.0.1:0"}
+	if tc.failOpen {
+		args = append(args, "--fail-open")
+	}
+	if !tc.fair {
+		args = append(args, "--fairness", "off")
+	}
+	procs := startWorkers(t, 2, args...)
+	addrs := []string{opsAddr(t, procs[0]), opsAddr(t, procs[1])}
+
+	waitFor(t, 20*time.Second, "6 tasks at the provider", sink.notified, func() bool { return len(sink.delivered()) >= 6 })
+	cut, healed := cutRedis(t, proxy, tc.mode, procs)
+
+	waitDrainedAfter(t, rdb, queue, cut, healed)
+	sums := scrapeAll(t, addrs...)
+	stopWorkers(t, procs...)
+
+	rs := sink.receipts()
+	checkDelivered(t, rs, want, nil)
+	during := sendsDuring(t, rs, cut, healed)
+	failedOpen := checkOutageLogs(t, procs, tc.fair, sums)
+
+	if tc.failOpen {
+		// Every send without a decision is logged, so no more
+		// reached the provider during the outage than were logged.
+		if failedOpen == 0 {
+			t.Errorf("no task ran without a decision: fail-open tested nothing")
+		}
+		if during > failedOpen {
+			t.Errorf("%d tasks reached the provider during the outage, %d logged as run without a decision", during, failedOpen)
+		}
+		var times []time.Time
+		for _, r := range rs {
+			times = append(times, r.At)
+		}
+		t.Logf("fail-open: %d tasks ran without a decision, %d of them reached the provider after the outage's first second; the most in one 1 s window %d, global limit %d",
+			failedOpen, during, arrivals.MaxInWindow(times, time.Second), lim.global)
+		return
+	}
+	if failedOpen > 0 {
+		t.Errorf("fail-closed, %d tasks ran without a decision", failedOpen)
+	}
+	if during > 0 {
+		t.Errorf("fail-closed, %d tasks reached the provider during the outage, after its first second", during)
+	}
+	lim.check(t, rs)
+}
+
+// cutRedis sets proxy to mode for the outage, fails t if a worker of procs
+// exits or spins meanwhile, and returns when the cut began and ended.
+func cutRedis(t *testing.T, proxy *faultproxy.Proxy, mode faultproxy.Mode, procs []*workerProc) (cut, healed time.Time) {
+	t.Helper()
+	cpu := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		cpu[i] = cpuTime(t, p.cmd.Process.Pid)
+	}
+	conns := proxy.Accepted()
+	cut = time.Now()
+	proxy.Set(mode)
+	select {
+	case <-procs[0].done:
+		t.Fatalf("worker 0 exited during the outage: %v", procs[0].err)
+	case <-procs[1].done:
+		t.Fatalf("worker 1 exited during the outage: %v", procs[1].err)
+	case <-time.After(outage):
+	}
+	for i, p := range procs {
+		used := cpuTime(t, p.cmd.Process.Pid) - cpu[i]
+		t.Logf("worker %d: %v of CPU in the %v outage", i, used, outage)
+		// A worker that spins on errors burns a core; one that
+		// waits uses a few percent.
+		if used > outage/4 {
+			t.Errorf("worker %d used %v of CPU in the %v outage: it spins", i, used, outage)
+		}
+	}
+	conns = proxy.Accepted() - conns
+	healed = time.Now()
+	proxy.Set(faultproxy.Pass)
+	t.Logf("%d connections opened to Redis during the outage by both workers", conns)
+	return cut, healed
+}
+
+// sendsDuring returns how many of rs arrived during the cut, after its
+// first second, and logs when the first after it arrived.
+func sendsDuring(t *testing.T, rs []receipt, cut, healed time.Time) (during int) {
+	t.Helper()
+	firstAfter := -1
+	for i, r := range rs {
+		if r.At.After(cut.Add(time.Second)) && r.At.Before(healed) {
+			during++
+		}
+		if firstAfter < 0 && r.At.After(healed) {
+			firstAfter = i
+		}
+	}
+	if firstAfter >= 0 {
+		t.Logf("the first task after the outage reached the provider %v after it ended", rs[firstAfter].At.Sub(healed).Round(time.Millisecond))
+	}
+	return during
+}
+
+// checkOutageLogs checks what procs logged of the outage, each decision
+// failed within the decision timeout, and that sums, the metrics, count
+// the same; it returns how many tasks ran without a decision.
+func checkOutageLogs(t *testing.T, procs []*workerProc, fair bool, sums metricSums) (failedOpen int) {
+	t.Helper()
+	var undecided []map[string]any
+	for _, p := range procs {
+		undecided = append(undecided, logLines(t, p.logs.String(), "limiter did not decide")...)
+		failedOpen += len(logLines(t, p.logs.String(), "limiter unavailable; running the task without a decision (fail-open)"))
+	}
+	if fair {
+		var failed int
+		for _, p := range procs {
+			failed += len(logLines(t, p.logs.String(), "could not dispatch the fair lines"))
+		}
+		t.Logf("the dispatch loops failed %d times during the outage", failed)
+		if failed == 0 {
+			t.Errorf("no dispatch of the fair lines failed during the outage: the outage tested nothing")
+		}
+	} else if len(undecided) == 0 {
+		t.Errorf("no decision failed during the outage: the outage tested nothing")
+	}
+	var slowest time.Duration
+	for _, line := range undecided {
+		// The worker logs durations as text ("1.2s").
+		text, _ := line["latency"].(string)
+		latency, err := time.ParseDuration(text)
+		if err != nil {
+			t.Fatalf("a failed decision's latency %#v is not a duration: %v", line["latency"], err)
+		}
+		slowest = max(slowest, latency)
+		if latency > decisionTimeout+time.Second {
+			t.Errorf("a decision failed after %v, with a decision timeout of %v: %v", latency, decisionTimeout, line["err"])
+		}
+	}
+	t.Logf("%d decisions failed during the outage, the slowest after %v (decision timeout %v)", len(undecided), slowest, decisionTimeout)
+	// The metrics count what the logs say.
+	if got, want := sums["sluice_limiter_errors_total{task_type=sms:send}"], float64(len(undecided)); got != want {
+		t.Errorf("sluice_limiter_errors_total = %v, want %v, the decisions logged as failed", got, want)
+	}
+	if got, want := sums["sluice_fail_open_admissions_total{task_type=sms:send}"], float64(failedOpen); got != want {
+		t.Errorf("sluice_fail_open_admissions_total = %v, want %v, the tasks logged as run without a decision", got, want)
+	}
+	return failedOpen
 }
 
 // TestPartitionedWorker cuts one of three workers off Redis for 10 s, a
@@ -632,53 +663,8 @@ func workerKilledMidTask(t *testing.T, lim limits) {
 	victim := startWorkers(t, 1, args("victim")...)[0]
 	others := startWorkers(t, 1, args("other")...)
 
-	// Kill the victim once it is sending: it has sends in flight, as the
-	// provider holds each for 300 ms.
-	waitFor(t, 20*time.Second, "4 sends of the victim at the provider", sink.notified, func() bool {
-		n := 0
-		for _, r := range sink.receipts() {
-			if r.Worker == "victim" {
-				n++
-			}
-		}
-		return n >= 4
-	})
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-victim.done
-	killed := time.Now()
-	// The victim's requests the sink was holding were cut mid-send: the
-	// victim never saw them answered, so asynq must run them again.
-	midSend := map[string]bool{}
-	waitFor(t, 5*time.Second, "the provider to see the victim's connections close", nil, func() bool {
-		for _, r := range sink.receipts() {
-			if r.Worker == "victim" && r.Cut {
-				midSend[r.ID] = true
-			}
-		}
-		return len(midSend) > 0
-	})
-	// Once the victim has exited nothing it held changes, so every task it
-	// held is still active now; so may be a few of the other worker's.
-	active, err := asynq.NewInspectorFromRedisClient(rdb).ListActiveTasks(queue, asynq.PageSize(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inFlight := map[string]bool{}
-	for _, a := range active {
-		inFlight[a.ID] = true
-	}
-	qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if binding && qi.Retry == 0 {
-		t.Fatalf("at the kill no task was parked in the retry set (%d pending, %d active): the lines held nothing, which tested nothing",
-			qi.Pending, qi.Active)
-	}
-	t.Logf("at the kill: %d tasks active, %d of the victim's mid-send, %d parked, %d pending",
-		len(active), len(midSend), qi.Retry, qi.Pending)
+	killed, midSend := killVictim(t, sink, victim)
+	inFlight := tasksAtKill(t, rdb, queue, binding, len(midSend))
 
 	// Let the leases of the victim's tasks qualify for the recoverer, then
 	// start a worker, whose recoverer runs at once: without it, the one of
@@ -709,6 +695,67 @@ func workerKilledMidTask(t *testing.T, lim limits) {
 	}
 	t.Logf("SIGKILL with %d tasks active, %d mid-send: %d reached the provider again, with the same Idempotency-Key; all %d tasks done %v after the kill",
 		len(inFlight), len(midSend), repeats, len(want), recovered.Round(100*time.Millisecond))
+}
+
+// killVictim kills victim with SIGKILL once it is sending: it has sends in
+// flight, as the provider holds each for 300 ms. It returns when, and the
+// tasks the victim was sending.
+func killVictim(t *testing.T, sink *smsSink, victim *workerProc) (killed time.Time, midSend map[string]bool) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "4 sends of the victim at the provider", sink.notified, func() bool {
+		n := 0
+		for _, r := range sink.receipts() {
+			if r.Worker == "victim" {
+				n++
+			}
+		}
+		return n >= 4
+	})
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.done
+	killed = time.Now()
+	// The victim's requests the sink was holding were cut mid-send: the
+	// victim never saw them answered, so asynq must run them again.
+	midSend = map[string]bool{}
+	waitFor(t, 5*time.Second, "the provider to see the victim's connections close", nil, func() bool {
+		for _, r := range sink.receipts() {
+			if r.Worker == "victim" && r.Cut {
+				midSend[r.ID] = true
+			}
+		}
+		return len(midSend) > 0
+	})
+	return killed, midSend
+}
+
+// tasksAtKill returns the tasks active in queue just after the kill, and
+// fails t if the limits bind but no task is parked in the retry set.
+// midSend is how many of the victim's were mid-send.
+func tasksAtKill(t *testing.T, rdb *redis.Client, queue string, binding bool, midSend int) (inFlight map[string]bool) {
+	t.Helper()
+	// Once the victim has exited nothing it held changes, so every task it
+	// held is still active now; so may be a few of the other worker's.
+	active, err := asynq.NewInspectorFromRedisClient(rdb).ListActiveTasks(queue, asynq.PageSize(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight = map[string]bool{}
+	for _, a := range active {
+		inFlight[a.ID] = true
+	}
+	qi, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binding && qi.Retry == 0 {
+		t.Fatalf("at the kill no task was parked in the retry set (%d pending, %d active): the lines held nothing, which tested nothing",
+			qi.Pending, qi.Active)
+	}
+	t.Logf("at the kill: %d tasks active, %d of the victim's mid-send, %d parked, %d pending",
+		len(active), midSend, qi.Retry, qi.Pending)
+	return inFlight
 }
 
 // TestRedisRestartKeepsTasks stops Redis (SHUTDOWN, which with AOF flushes

@@ -81,6 +81,23 @@ func TestREADME(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	byName := readmeBlocksByName(t, root)
+	if t.Failed() {
+		return
+	}
+
+	t.Run("Go tour", func(t *testing.T) { checkGoTour(t, root) })
+	t.Run("ci", func(t *testing.T) { checkCIBlocks(t, root, byName) })
+	t.Run("worker and enqueue", func(t *testing.T) { checkWorkerAndEnqueue(t, root, byName) })
+	// The demo passes, and what it prints matches the sample output of the
+	// README's "Try it", whose ranges its varying figures must fall in.
+	t.Run("demo", func(t *testing.T) { checkDemo(t, root, byName) })
+}
+
+// readmeBlocksByName returns the README's ```sh blocks by marker name, and
+// fails t for a block without a marker, a marker missing or one unknown.
+func readmeBlocksByName(t *testing.T, root string) map[string]readmeBlock {
+	t.Helper()
 	blocks := readmeBlocks(t, filepath.Join(root, "README.md"))
 	byName := map[string]readmeBlock{}
 	for _, b := range blocks {
@@ -102,173 +119,203 @@ func TestREADME(t *testing.T) {
 			t.Errorf("README.md:%d: marker %q: TestREADME knows no such block", b.line, name)
 		}
 	}
-	if t.Failed() {
-		return
+	return byName
+}
+
+// checkGoTour checks that the README's Go tour is Example in
+// worker/example_test.go, and about 30 lines.
+func checkGoTour(t *testing.T, root string) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	example, err := os.ReadFile(filepath.Join(root, "worker", "example_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tour, ok := strings.Cut(string(readme), "## The Go API in 30 lines\n\n```go\n")
+	tour, _, ok2 := strings.Cut(tour, "```")
+	_, code, ok3 := strings.Cut(string(example), "// README tour begins\n")
+	code, _, ok4 := strings.Cut(code, "\t// README tour ends")
+	if !ok || !ok2 || !ok3 || !ok4 {
+		t.Fatal("README.md has no Go tour, or worker/example_test.go has no README tour markers")
+	}
+	// The example is indented one tab deeper, inside its function.
+	code = strings.ReplaceAll("\n"+code, "\n\t", "\n")[1:]
+	if diff := cmp.Diff(strings.Split(code, "\n"), strings.Split(tour, "\n")); diff != "" {
+		t.Errorf("the README's Go tour differs from Example in worker/example_test.go, which compiles (-example +README):\n%s", diff)
+	}
+	if n := strings.Count(tour, "\n"); n > 32 {
+		t.Errorf("the Go tour has %d lines; the README promises about 30", n)
+	}
+}
 
-	t.Run("Go tour", func(t *testing.T) {
-		readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-		if err != nil {
-			t.Fatal(err)
+// checkCIBlocks checks that .ci/run runs the README's "ci" commands, and
+// .ci/compose-check.sh its "compose" ones.
+func checkCIBlocks(t *testing.T, root string, byName map[string]readmeBlock) {
+	t.Helper()
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range byName["ci"].commands {
+		if !containsLine(string(ci), c) {
+			t.Errorf("README command %q: .ci/run has no such line", c)
 		}
-		example, err := os.ReadFile(filepath.Join(root, "worker", "example_test.go"))
-		if err != nil {
-			t.Fatal(err)
+	}
+	// CI cannot pull the images docker-compose.yml names, so it runs
+	// the README's `docker compose` commands through
+	// .ci/compose-check.sh, on the same file with an override for
+	// images built here.
+	if !containsLine(string(ci), ".ci/compose-check.sh") {
+		t.Errorf(".ci/run does not run .ci/compose-check.sh")
+	}
+	check, err := os.ReadFile(filepath.Join(root, ".ci", "compose-check.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range byName["compose"].commands {
+		sub, ok := strings.CutPrefix(c, "docker compose ")
+		if !ok || len(strings.Fields(sub)) == 0 || !strings.Contains(string(check), "compose "+strings.Fields(sub)[0]) ||
+			!strings.Contains(string(check), "-f docker-compose.yml") {
+			t.Errorf("README command %q: .ci/compose-check.sh runs no such compose command on docker-compose.yml", c)
 		}
-		_, tour, ok := strings.Cut(string(readme), "## The Go API in 30 lines\n\n```go\n")
-		tour, _, ok2 := strings.Cut(tour, "```")
-		_, code, ok3 := strings.Cut(string(example), "// README tour begins\n")
-		code, _, ok4 := strings.Cut(code, "\t// README tour ends")
-		if !ok || !ok2 || !ok3 || !ok4 {
-			t.Fatal("README.md has no Go tour, or worker/example_test.go has no README tour markers")
-		}
-		// The example is indented one tab deeper, inside its function.
-		code = strings.ReplaceAll("\n"+code, "\n\t", "\n")[1:]
-		if diff := cmp.Diff(strings.Split(code, "\n"), strings.Split(tour, "\n")); diff != "" {
-			t.Errorf("the README's Go tour differs from Example in worker/example_test.go, which compiles (-example +README):\n%s", diff)
-		}
-		if n := strings.Count(tour, "\n"); n > 32 {
-			t.Errorf("the Go tour has %d lines; the README promises about 30", n)
-		}
-	})
+	}
+}
 
-	t.Run("ci", func(t *testing.T) {
-		ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range byName["ci"].commands {
-			if !containsLine(string(ci), c) {
-				t.Errorf("README command %q: .ci/run has no such line", c)
-			}
-		}
-		// CI cannot pull the images docker-compose.yml names, so it runs
-		// the README's `docker compose` commands through
-		// .ci/compose-check.sh, on the same file with an override for
-		// images built here.
-		if !containsLine(string(ci), ".ci/compose-check.sh") {
-			t.Errorf(".ci/run does not run .ci/compose-check.sh")
-		}
-		check, err := os.ReadFile(filepath.Join(root, ".ci", "compose-check.sh"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range byName["compose"].commands {
-			sub, ok := strings.CutPrefix(c, "docker compose ")
-			if !ok || len(strings.Fields(sub)) == 0 || !strings.Contains(string(check), "compose "+strings.Fields(sub)[0]) ||
-				!strings.Contains(string(check), "-f docker-compose.yml") {
-				t.Errorf("README command %q: .ci/compose-check.sh runs no such compose command on docker-compose.yml", c)
-			}
-		}
-	})
+// The README's enqueue commands: 20 from `enqueue sms --count 20`, and the
+// three SMS of examples/bulk.jsonl; of its three emails, the one due now is
+// logged (--email-log), and the others are scheduled for later.
+const readmeSMS, readmeEmails = 23, 1
 
-	t.Run("worker and enqueue", func(t *testing.T) {
-		url := redistest.Own(t)
-		sink := newSMSSink(t)
-		// The README's commands name a Redis and a webhook; the test's own
-		// take their place, and every command must name the Redis.
-		localize := func(c string) string {
-			if !strings.Contains(c, "redis://localhost:6379/0") {
-				t.Fatalf("README command %q does not name redis://localhost:6379/0", c)
-			}
-			c = strings.ReplaceAll(c, "redis://localhost:6379/0", url)
-			return strings.ReplaceAll(c, "http://127.0.0.1:8080/sms", sink.srv.URL)
+// checkWorkerAndEnqueue runs the README's worker, then its enqueue
+// commands, and checks what reached the webhook and what the worker logged.
+func checkWorkerAndEnqueue(t *testing.T, root string, byName map[string]readmeBlock) {
+	t.Helper()
+	url := redistest.Own(t)
+	sink := newSMSSink(t)
+	// The README's commands name a Redis and a webhook; the test's own
+	// take their place, and every command must name the Redis.
+	localize := func(c string) string {
+		if !strings.Contains(c, "redis://localhost:6379/0") {
+			t.Fatalf("README command %q does not name redis://localhost:6379/0", c)
 		}
-		worker := byName["worker"].commands
-		if len(worker) != 1 {
-			t.Fatalf("the worker block has %d commands, want 1", len(worker))
-		}
-		w := startCommand(t, root, localize(worker[0]))
-		w.waitFor(t, `"msg":"worker started"`)
+		c = strings.ReplaceAll(c, "redis://localhost:6379/0", url)
+		return strings.ReplaceAll(c, "http://127.0.0.1:8080/sms", sink.srv.URL)
+	}
+	worker := byName["worker"].commands
+	if len(worker) != 1 {
+		t.Fatalf("the worker block has %d commands, want 1", len(worker))
+	}
+	w := startCommand(t, root, localize(worker[0]))
+	w.waitFor(t, `"msg":"worker started"`)
 
-		for _, c := range byName["enqueue"].commands {
-			out, err := runCommand(t, root, localize(c))
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", c, err, out)
-			}
-		}
-		// 20 from `enqueue sms --count 20`, and the three SMS of
-		// examples/bulk.jsonl; of its three emails, the one due now is
-		// logged (--email-log), and the others are scheduled for later.
-		const want, wantEmails = 23, 1
-		deadline := time.Now().Add(60 * time.Second)
-		for n := 0; n < want; n = len(sink.receipts()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the webhook received %d of %d SMS in 60 s; worker output:\n%s", n, want, w.output())
-			}
-			select {
-			case <-sink.notified:
-			case <-time.After(time.Second):
-			}
-		}
-		for w.count(`"msg":"email"`) < wantEmails {
-			if time.Now().After(deadline) {
-				t.Fatalf("the worker logged %d of %d emails in 60 s:\n%s", w.count(`"msg":"email"`), wantEmails, w.output())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		// Nothing more, and nothing twice: stop the worker first, so that a
-		// send still on its way is counted.
-		if err := w.stop(); err != nil && !strings.Contains(err.Error(), "exit status") {
-			t.Errorf("worker stopped with Ctrl-C: %v\n%s", err, w.output())
-		}
-		seen := map[string]bool{}
-		for _, r := range sink.receipts() {
-			if r.Status != http.StatusOK {
-				t.Errorf("the webhook answered %d to %s", r.Status, r.ID)
-			}
-			if seen[r.ID] {
-				t.Errorf("task %s reached the webhook twice", r.ID)
-			}
-			seen[r.ID] = true
-		}
-		if got := len(sink.receipts()); got != want {
-			t.Errorf("the webhook received %d SMS, want %d", got, want)
-		}
-		if n := w.count(`"msg":"task archived"`); n > 0 {
-			t.Errorf("the worker archived %d tasks:\n%s", n, w.output())
-		}
-		// The first line the worker logs says what it enforces (go run may
-		// print lines of its own before, which are not JSON).
-		var first string
-		for line := range strings.Lines(w.output()) {
-			if strings.HasPrefix(line, "{") {
-				first = line
-				break
-			}
-		}
-		if !strings.Contains(first, `"msg":"worker started"`) ||
-			!strings.Contains(first, `"enforces":"email:send: tenant-daily 1000/24h0m0s per tenant; sms:send:`) {
-			t.Errorf("the worker's first line %q does not say what it enforces", first)
-		}
-		// Ctrl-C stopped the worker gracefully. (`go run` itself exits 1
-		// after an interrupt, whatever the program's status.)
-		if !strings.Contains(w.output(), `"msg":"worker stopped"`) {
-			t.Errorf("no \"worker stopped\" after Ctrl-C:\n%s", w.output())
-		}
-	})
-
-	// The demo passes, and what it prints matches the sample output of the
-	// README's "Try it", whose ranges its varying figures must fall in.
-	t.Run("demo", func(t *testing.T) {
-		readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	for _, c := range byName["enqueue"].commands {
+		out, err := runCommand(t, root, localize(c))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v\n%s", c, err, out)
 		}
-		sample := sampleOutput(t, string(readme), "## The demo in detail")
-		for _, c := range byName["demo"].commands {
-			out, err := runCommand(t, root, c)
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", c, err, out)
-			}
-			for _, p := range sampleProblems(sample, string(out)) {
-				t.Error(p)
-			}
-			if t.Failed() {
-				t.Logf("the demo's output:\n%s", out)
-			}
+	}
+	waitReadmeDeliveries(t, sink, w)
+	// Nothing more, and nothing twice: stop the worker first, so that a
+	// send still on its way is counted.
+	if err := w.stop(); err != nil && !strings.Contains(err.Error(), "exit status") {
+		t.Errorf("worker stopped with Ctrl-C: %v\n%s", err, w.output())
+	}
+	checkReadmeReceipts(t, sink)
+	checkReadmeWorkerLog(t, w)
+}
+
+// waitReadmeDeliveries waits up to 60 s for the webhook to receive the
+// README's SMS and the worker to log its emails.
+func waitReadmeDeliveries(t *testing.T, sink *smsSink, w *background) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for n := 0; n < readmeSMS; n = len(sink.receipts()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook received %d of %d SMS in 60 s; worker output:\n%s", n, readmeSMS, w.output())
 		}
-	})
+		select {
+		case <-sink.notified:
+		case <-time.After(time.Second):
+		}
+	}
+	for w.count(`"msg":"email"`) < readmeEmails {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker logged %d of %d emails in 60 s:\n%s", w.count(`"msg":"email"`), readmeEmails, w.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkReadmeReceipts checks that the webhook answered 200 to each of the
+// README's SMS, once each.
+func checkReadmeReceipts(t *testing.T, sink *smsSink) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range sink.receipts() {
+		if r.Status != http.StatusOK {
+			t.Errorf("the webhook answered %d to %s", r.Status, r.ID)
+		}
+		if seen[r.ID] {
+			t.Errorf("task %s reached the webhook twice", r.ID)
+		}
+		seen[r.ID] = true
+	}
+	if got := len(sink.receipts()); got != readmeSMS {
+		t.Errorf("the webhook received %d SMS, want %d", got, readmeSMS)
+	}
+}
+
+// checkReadmeWorkerLog checks the stopped worker's log: no task archived,
+// what it enforces on its first line, and a graceful stop.
+func checkReadmeWorkerLog(t *testing.T, w *background) {
+	t.Helper()
+	if n := w.count(`"msg":"task archived"`); n > 0 {
+		t.Errorf("the worker archived %d tasks:\n%s", n, w.output())
+	}
+	// The first line the worker logs says what it enforces (go run may
+	// print lines of its own before, which are not JSON).
+	var first string
+	for line := range strings.Lines(w.output()) {
+		if strings.HasPrefix(line, "{") {
+			first = line
+			break
+		}
+	}
+	if !strings.Contains(first, `"msg":"worker started"`) ||
+		!strings.Contains(first, `"enforces":"email:send: tenant-daily 1000/24h0m0s per tenant; sms:send:`) {
+		t.Errorf("the worker's first line %q does not say what it enforces", first)
+	}
+	// Ctrl-C stopped the worker gracefully. (`go run` itself exits 1
+	// after an interrupt, whatever the program's status.)
+	if !strings.Contains(w.output(), `"msg":"worker stopped"`) {
+		t.Errorf("no \"worker stopped\" after Ctrl-C:\n%s", w.output())
+	}
+}
+
+// checkDemo runs the README's demo commands and checks their output
+// against the sample in "The demo in detail".
+func checkDemo(t *testing.T, root string, byName map[string]readmeBlock) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := sampleOutput(t, string(readme), "## The demo in detail")
+	for _, c := range byName["demo"].commands {
+		out, err := runCommand(t, root, c)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c, err, out)
+		}
+		for _, p := range sampleProblems(sample, string(out)) {
+			t.Error(p)
+		}
+		if t.Failed() {
+			t.Logf("the demo's output:\n%s", out)
+		}
+	}
 }
 
 // sampleLine is a line of sample output in the README, where a figure that

@@ -156,17 +156,55 @@ func TestStatusPageInBrowser(t *testing.T) {
 		"--metrics-addr", "127.0.0.1:0", "--log-level", "info")
 	url := "http://" + opsAddr(t, procs[0]) + "/"
 
-	// The page once this worker has seen both tenants and each has tasks
-	// waiting in the retry set.
-	// A busy machine can be slow to render it: the wait is long, and on
-	// a failure the test says what the page last showed.
+	page := waitStatusPage(t, ctx, url, len(tenants))
+	saveScreenshot(t, ctx)
+	t.Logf("the page: %+v", page)
+
+	if page.Refresh != "2" {
+		t.Errorf("meta refresh %q, want 2 (seconds)", page.Refresh)
+	}
+	if !regexp.MustCompile(`^Redis answered \d+ reads in `).MatchString(page.Redis) {
+		t.Errorf("Redis line %q, want it to say Redis answered", page.Redis)
+	}
+	limit := map[string]int{"tenant": lim.tenant, "provider": lim.global}
+	waitingByRule, tenantsWaiting := checkStatusTenants(t, page, tenants, limit)
+	// The global rule: once, for all.
+	if len(page.Globals) != 1 || page.Globals[0].Rule != "provider" {
+		t.Errorf("global rows %+v, want one, of the provider rule", page.Globals)
+	} else {
+		checkWindowRow(t, "global/provider", page.Globals[0], "global", limit)
+		waitingByRule["rule provider"] += number(t, "global/provider waiting", page.Globals[0].Waiting)
+	}
+	checkStatusBacklog(t, page, queue, waitingByRule, tenantsWaiting)
+
+	// The page refreshes itself: a new rendering without a new navigation.
+	waitFor(t, 10*time.Second, "the page to refresh itself", nil, func() bool {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		now, err := chromedp.Run(rctx, chromedp.Evaluate[string](`document.getElementById("rendered").textContent`))
+		return err == nil && now != page.Rendered
+	})
+
+	waitDrained(t, rdb, queue, 60*time.Second)
+	stopWorkers(t, procs...)
+	rs := sink.receipts()
+	checkDelivered(t, rs, want, nil)
+	lim.check(t, rs)
+}
+
+// waitStatusPage returns the page at url once this worker has seen the
+// tenants, as many as given, and each has tasks waiting in the retry set.
+// A busy machine can be slow to render it: the wait is long, and on
+// a failure the test says what the page last showed.
+func waitStatusPage(t *testing.T, ctx context.Context, url string, tenants int) statusDOM {
+	t.Helper()
 	var page statusDOM
 	seen := "nothing: no load succeeded"
-	defer func() {
+	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the status page last seen: %s", seen)
 		}
-	}()
+	})
 	waitFor(t, 60*time.Second, "a status page with both tenants waiting in the retry set", nil, func() bool {
 		var err error
 		if page, err = loadStatus(ctx, url); err != nil {
@@ -174,7 +212,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 			return false
 		}
 		seen = fmt.Sprintf("%+v", page)
-		if len(page.Tenants) != len(tenants) {
+		if len(page.Tenants) != tenants {
 			return false
 		}
 		for _, tp := range page.Tenants {
@@ -184,6 +222,13 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 		return true
 	})
+	return page
+}
+
+// saveScreenshot saves a screenshot of the browser's page in t.TempDir(),
+// and at $SLUICE_STATUS_SCREENSHOT when set.
+func saveScreenshot(t *testing.T, ctx context.Context) {
+	t.Helper()
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
@@ -198,38 +243,39 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 		t.Logf("screenshot of the status page: %s", p)
 	}
-	t.Logf("the page: %+v", page)
+}
 
-	if page.Refresh != "2" {
-		t.Errorf("meta refresh %q, want 2 (seconds)", page.Refresh)
-	}
-	if !regexp.MustCompile(`^Redis answered \d+ reads in `).MatchString(page.Redis) {
-		t.Errorf("Redis line %q, want it to say Redis answered", page.Redis)
-	}
-	denials := regexp.MustCompile(`^(0|\d+(\.\d)?/s)$`)
-	limit := map[string]int{"tenant": lim.tenant, "provider": lim.global}
-	checkRow := func(who string, r windowDOM, wantScope string) {
-		t.Helper()
-		if r.Type != "sms:send" || r.Scope != wantScope {
-			t.Errorf("%s: rule %s of %s, scope %s; want sms:send, %s", who, r.Rule, r.Type, r.Scope, wantScope)
-		}
-		if got, want := number(t, who+" limit", r.Limit), limit[r.Rule]; got != want {
-			t.Errorf("%s: limit %d, want %d", who, got, want)
-		}
-		if used := number(t, who+" used", r.Used); used < 0 || used > limit[r.Rule] {
-			t.Errorf("%s: %d used of %d", who, used, limit[r.Rule])
-		}
-		if !denials.MatchString(r.Denials) {
-			t.Errorf("%s: denials %q, want a rate such as 0.4/s", who, r.Denials)
-		}
-		if r.Next != "now" && !regexp.MustCompile(`^in \S+$`).MatchString(r.Next) {
-			t.Errorf("%s: next slot %q, want now or in ...", who, r.Next)
-		}
-	}
+// statusDenialsRE matches a window row's denials: 0, or a rate a second.
+var statusDenialsRE = regexp.MustCompile(`^(0|\d+(\.\d)?/s)$`)
 
-	// Each tenant: its own window of the tenant rule, one row.
-	waitingByRule := map[string]int{} // "rule <name>", as the backlog says it
-	tenantsWaiting := 0
+// checkWindowRow checks the window row r, named who in failures: its rule
+// of sms:send with scope wantScope, its limit, figures within it, and what
+// it says of denials and the next slot.
+func checkWindowRow(t *testing.T, who string, r windowDOM, wantScope string, limit map[string]int) {
+	t.Helper()
+	if r.Type != "sms:send" || r.Scope != wantScope {
+		t.Errorf("%s: rule %s of %s, scope %s; want sms:send, %s", who, r.Rule, r.Type, r.Scope, wantScope)
+	}
+	if got, want := number(t, who+" limit", r.Limit), limit[r.Rule]; got != want {
+		t.Errorf("%s: limit %d, want %d", who, got, want)
+	}
+	if used := number(t, who+" used", r.Used); used < 0 || used > limit[r.Rule] {
+		t.Errorf("%s: %d used of %d", who, used, limit[r.Rule])
+	}
+	if !statusDenialsRE.MatchString(r.Denials) {
+		t.Errorf("%s: denials %q, want a rate such as 0.4/s", who, r.Denials)
+	}
+	if r.Next != "now" && !regexp.MustCompile(`^in \S+$`).MatchString(r.Next) {
+		t.Errorf("%s: next slot %q, want now or in ...", who, r.Next)
+	}
+}
+
+// checkStatusTenants checks that each tenant of the page has its own
+// window of the tenant rule, one row. It returns the tasks waiting by rule
+// ("rule <name>", as the backlog says it), and by tenant in all.
+func checkStatusTenants(t *testing.T, page statusDOM, tenants []string, limit map[string]int) (waitingByRule map[string]int, tenantsWaiting int) {
+	t.Helper()
+	waitingByRule = map[string]int{}
 	for i, tp := range page.Tenants {
 		if tp.Tenant != tenants[i] {
 			t.Errorf("tenant %d is %q, want %q (name order)", i, tp.Tenant, tenants[i])
@@ -239,7 +285,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 			continue
 		}
 		r := tp.Rows[0]
-		checkRow(tp.Tenant+"/"+r.Rule, r, "tenant")
+		checkWindowRow(t, tp.Tenant+"/"+r.Rule, r, "tenant", limit)
 		w := number(t, tp.Tenant+" waiting", tp.Waiting)
 		byRule := number(t, tp.Tenant+"/tenant waiting", r.Waiting)
 		if byRule > w {
@@ -248,15 +294,13 @@ func TestStatusPageInBrowser(t *testing.T) {
 		waitingByRule["rule tenant"] += byRule
 		tenantsWaiting += w
 	}
-	// The global rule: once, for all.
-	if len(page.Globals) != 1 || page.Globals[0].Rule != "provider" {
-		t.Errorf("global rows %+v, want one, of the provider rule", page.Globals)
-	} else {
-		checkRow("global/provider", page.Globals[0], "global")
-		waitingByRule["rule provider"] += number(t, "global/provider waiting", page.Globals[0].Waiting)
-	}
-	// The backlog: the queue's throttled tasks are the tenants', and each
-	// rule's count is what its rows show.
+	return waitingByRule, tenantsWaiting
+}
+
+// checkStatusBacklog checks the page's backlog: the queue's throttled
+// tasks are the tenants', and each rule's count is what its rows show.
+func checkStatusBacklog(t *testing.T, page statusDOM, queue string, waitingByRule map[string]int, tenantsWaiting int) {
+	t.Helper()
 	if len(page.Queues) != 1 || page.Queues[0].Queue != queue {
 		t.Fatalf("backlog of queues %+v, want queue %s alone", page.Queues, queue)
 	}
@@ -272,18 +316,4 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if throttled == 0 || sum != throttled || tenantsWaiting != throttled {
 		t.Errorf("backlog: %d throttled, %d by rule, %d by tenant; want the same, more than 0", throttled, sum, tenantsWaiting)
 	}
-
-	// The page refreshes itself: a new rendering without a new navigation.
-	waitFor(t, 10*time.Second, "the page to refresh itself", nil, func() bool {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		now, err := chromedp.Run(rctx, chromedp.Evaluate[string](`document.getElementById("rendered").textContent`))
-		return err == nil && now != page.Rendered
-	})
-
-	waitDrained(t, rdb, queue, 60*time.Second)
-	stopWorkers(t, procs...)
-	rs := sink.receipts()
-	checkDelivered(t, rs, want, nil)
-	lim.check(t, rs)
 }

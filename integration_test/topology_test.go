@@ -104,7 +104,6 @@ func deliverThrough(t *testing.T, url string, rdb redis.UniversalClient, midway 
 		perTenant = 10
 		tenantMax = 3 // a second
 		globalMax = 5 // a second
-		window    = time.Second
 	)
 	policies := writePolicies(t, fmt.Sprintf(`
 margin: 50ms
@@ -115,27 +114,7 @@ tasks:
 `, tenantMax, globalMax))
 
 	// The backlog first, so that the limits bind from the first task.
-	want := map[string]string{} // task ID -> tenant
-	for _, tenant := range []string{"acme", "globex"} {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		cmd := exec.CommandContext(ctx, enqueueBin, "sms", "--redis", url, "--queue", queue, "--tenant", tenant,
-			"--to", "+15551234567", "--body", "hello "+tenant, "--count", fmt.Sprint(perTenant), "--id", tenant)
-		cmd.Env = readmeEnv()
-		if ca, ok := os.LookupEnv(redisconn.RedisCAFileEnv); ok { // as the workers see it
-			cmd.Env = append(cmd.Env, redisconn.RedisCAFileEnv+"="+ca)
-		}
-		out, err := cmd.CombinedOutput()
-		cancel()
-		if err != nil {
-			t.Fatalf("enqueue %s: %v\n%s", tenant, err, out)
-		}
-		if got, want := string(out), fmt.Sprintf("enqueued %d of %d sms tasks for tenant %s on queue %s\n", perTenant, perTenant, tenant, queue); got != want {
-			t.Errorf("enqueue %s printed %q, want %q", tenant, got, want)
-		}
-		for i := range perTenant {
-			want[fmt.Sprintf("%s-%d", tenant, i+1)] = tenant
-		}
-	}
+	want := enqueueThrough(t, enqueueBin, url, queue, perTenant)
 	procs := startWorkers(t, 2, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
 		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "4", "--log-level", "warn")
 
@@ -161,10 +140,57 @@ tasks:
 	// Stop the workers, so that a send still on its way is counted.
 	stopWorkers(t, procs...)
 
+	checkThrough(t, sink.receipts(), want, tenantMax, globalMax)
+	info, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := info.Pending + info.Active + info.Scheduled + info.Retry + info.Archived; left != 0 {
+		t.Errorf("queue %s still holds %d tasks: %d pending, %d active, %d scheduled, %d retry, %d archived",
+			queue, left, info.Pending, info.Active, info.Scheduled, info.Retry, info.Archived)
+	}
+	t.Logf("%s: %d tasks enqueued and delivered in %v", strings.SplitN(url, ":", 2)[0], len(want), drained.Round(10*time.Millisecond))
+}
+
+// enqueueThrough enqueues perTenant SMS for each of acme and globex on
+// queue with cmd/enqueue (bin) through url, and returns the tenant of each
+// task by ID.
+func enqueueThrough(t *testing.T, bin, url, queue string, perTenant int) map[string]string {
+	t.Helper()
+	want := map[string]string{} // task ID -> tenant
+	for _, tenant := range []string{"acme", "globex"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "sms", "--redis", url, "--queue", queue, "--tenant", tenant,
+			"--to", "+15551234567", "--body", "hello "+tenant, "--count", fmt.Sprint(perTenant), "--id", tenant)
+		cmd.Env = readmeEnv()
+		if ca, ok := os.LookupEnv(redisconn.RedisCAFileEnv); ok { // as the workers see it
+			cmd.Env = append(cmd.Env, redisconn.RedisCAFileEnv+"="+ca)
+		}
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("enqueue %s: %v\n%s", tenant, err, out)
+		}
+		if got, want := string(out), fmt.Sprintf("enqueued %d of %d sms tasks for tenant %s on queue %s\n", perTenant, perTenant, tenant, queue); got != want {
+			t.Errorf("enqueue %s printed %q, want %q", tenant, got, want)
+		}
+		for i := range perTenant {
+			want[fmt.Sprintf("%s-%d", tenant, i+1)] = tenant
+		}
+	}
+	return want
+}
+
+// checkThrough checks that the provider answered 200 to each of rs, which
+// are the tasks of want, once each, and saw no more in a 1 s window than
+// tenantMax of a tenant and globalMax in all.
+func checkThrough(t *testing.T, rs []receipt, want map[string]string, tenantMax, globalMax int) {
+	t.Helper()
+	const window = time.Second
 	got := map[string]string{}
 	byTenant := map[string][]time.Time{}
 	var all []time.Time
-	for _, r := range sink.receipts() {
+	for _, r := range rs {
 		if r.Status != http.StatusOK {
 			t.Errorf("the provider answered %d to task %s", r.Status, r.ID)
 		}
@@ -186,14 +212,4 @@ tasks:
 	if n := arrivals.MaxInWindow(all, window); n > globalMax {
 		t.Errorf("the provider saw %d in one window, global limit %d", n, globalMax)
 	}
-
-	info, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if left := info.Pending + info.Active + info.Scheduled + info.Retry + info.Archived; left != 0 {
-		t.Errorf("queue %s still holds %d tasks: %d pending, %d active, %d scheduled, %d retry, %d archived",
-			queue, left, info.Pending, info.Active, info.Scheduled, info.Retry, info.Archived)
-	}
-	t.Logf("%s: %d tasks enqueued and delivered in %v", strings.SplitN(url, ":", 2)[0], len(want), drained.Round(10*time.Millisecond))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -30,97 +31,136 @@ func TestModelsMatchTheLua(t *testing.T) {
 			rdb.Del(context.Background(), k)
 		}
 	})
-	type policy struct{ limit, w int64 }
 	const s = 1_000_000
-	sequences := []struct {
-		name     string
-		policies []policy // each call picks one
-	}{
-		{"3 per second", []policy{{3, s}}},
-		{"100 per second", []policy{{100, s}}},
-		{"7 per 10 ms", []policy{{7, 10_000}}},
-		{"1 per millisecond", []policy{{1, 1_000}}},
-		{"1000 a day", []policy{{1000, 86_400 * s}}},
-		{"12,345 per 7.000003 s", []policy{{12_345, 7*s + 3}}},
-		{"the largest", []policy{{throttle.MaxCounterLimit - 9, throttle.MaxWindow.Microseconds()}}},
-		{"changing policies", []policy{{3, s}, {5, s}, {10, s}, {3, 2_500_000}, {10, 10 * s}, {7, 100_000}}},
+	sequences := []modelSequence{
+		{"3 per second", []modelPolicy{{3, s}}},
+		{"100 per second", []modelPolicy{{100, s}}},
+		{"7 per 10 ms", []modelPolicy{{7, 10_000}}},
+		{"1 per millisecond", []modelPolicy{{1, 1_000}}},
+		{"1000 a day", []modelPolicy{{1000, 86_400 * s}}},
+		{"12,345 per 7.000003 s", []modelPolicy{{12_345, 7*s + 3}}},
+		{"the largest", []modelPolicy{{throttle.MaxCounterLimit - 9, throttle.MaxWindow.Microseconds()}}},
+		{"changing policies", []modelPolicy{{3, s}, {5, s}, {10, s}, {3, 2_500_000}, {10, 10 * s}, {7, 100_000}}},
 	}
 	algorithms := []throttle.Algorithm{throttle.SlidingWindow, throttle.GCRA, throttle.FixedWindow}
 	ctx := context.Background()
 	for si, seq := range sequences {
 		for ai, alg := range algorithms {
-			r := rand.New(rand.NewPCG(uint64(si), uint64(ai)))
-			var key string
-			var m model
-			var now, lastRetry, lastCost int64
+			mr := &modelRun{r: rand.New(rand.NewPCG(uint64(si), uint64(ai))), prefix: prefix, si: si, seq: seq, alg: alg}
 			for call := range 300 {
-				if call == 0 || now > 4e15 {
-					// A fresh key, at times that Redis's doubles hold with
-					// room to spare (4e15 µs is in the year 2096; windows
-					// of ten years walk there in a few calls).
-					key = fmt.Sprintf("%s{m}%s:%d:%d", prefix, alg, si, call)
-					m = newModel(alg)
-					now = int64(accuracyEpoch) + r.Int64N(10*s)
-				}
-				p := seq.policies[r.IntN(len(seq.policies))]
-				cost := int64(1)
-				if lastRetry > 0 && r.IntN(2) == 0 {
-					// Where rounding decides: the last denied request again,
-					// at the microsecond it was told to come back at or the
-					// one before.
-					now += lastRetry - r.Int64N(2)
-					cost = lastCost
-				} else {
-					now = step(r, now, p.w)
-					switch r.IntN(5) {
-					case 0:
-						cost = 1 + r.Int64N(p.limit)
-					case 1:
-						cost = p.limit
-					}
-				}
-				lastRetry = 0
-				record := r.IntN(8) > 0
-
-				want := m.check(now, p.limit, p.w, cost)
-				wantRetry := int64(0)
-				if !want.allowed {
-					wantRetry = retryOf(m, now, p.limit, p.w, cost)
-					if len(seq.policies) == 1 {
-						lastRetry, lastCost = wantRetry, cost
-					}
-				}
-				rec := "0"
-				if record {
-					rec = "1"
-				}
-				// The keys' TTLs run on the Redis clock, not this one: the
-				// script drops them, before a TTL of 1 ms can take the key.
-				// (TTLs are tested in package throttle.)
-				got, err := counterScript.Run(ctx, rdb, []string{key}, string(alg), p.limit, p.w, cost, now, rec, "persist").Int64Slice()
-				if err != nil {
-					t.Fatalf("%s, %s, call %d: %v", seq.name, alg, call, err)
-				}
-				if want.allowed && record {
-					m.record(now, p.limit, p.w, cost)
-					want.count += cost
-					want.reset = m.check(now, p.limit, p.w, 1).reset
-				}
-				wantReply := []int64{0, want.count, wantRetry, want.reset}
-				if want.allowed {
-					wantReply[0] = 1
-				}
-				if alg == throttle.GCRA && want.count > 2*p.limit && got[1] >= want.count-1 && got[1] <= want.count+1 {
-					// Far beyond the limit the Lua estimates the count
-					// (the request is denied whatever it is).
-					got[1] = want.count
-				}
-				if diff := cmp.Diff(wantReply, got); diff != "" {
-					t.Fatalf("%s, %s, call %d (%d per %d µs, cost %d, record %v, %d µs into the window): {allowed, count, retry, reset} at %d µs (-model +lua):\n%s",
-						seq.name, alg, call, p.limit, p.w, cost, record, now%p.w, now, diff)
-				}
+				mr.check(t, ctx, rdb, mr.next(call))
 			}
 		}
+	}
+}
+
+// modelPolicy is a policy of TestModelsMatchTheLua: limit per w µs.
+type modelPolicy struct{ limit, w int64 }
+
+// modelSequence is a sequence of TestModelsMatchTheLua.
+type modelSequence struct {
+	name     string
+	policies []modelPolicy // each call picks one
+}
+
+// modelRun is a sequence of TestModelsMatchTheLua under one algorithm:
+// its random source, and the key, model and clock carried from call to
+// call.
+type modelRun struct {
+	r                        *rand.Rand
+	prefix                   string
+	si                       int // the sequence's index
+	seq                      modelSequence
+	alg                      throttle.Algorithm
+	key                      string
+	m                        model
+	now, lastRetry, lastCost int64
+}
+
+// modelCall is one call of a modelRun, at its now.
+type modelCall struct {
+	n      int // from 0
+	p      modelPolicy
+	cost   int64
+	record bool
+}
+
+// next draws call n of the run: the time, policy, cost and whether it
+// records, on a fresh key at the start and when the clock has gone far.
+func (mr *modelRun) next(n int) modelCall {
+	const s = 1_000_000
+	r := mr.r
+	if n == 0 || mr.now > 4e15 {
+		// A fresh key, at times that Redis's doubles hold with
+		// room to spare (4e15 µs is in the year 2096; windows
+		// of ten years walk there in a few calls).
+		mr.key = fmt.Sprintf("%s{m}%s:%d:%d", mr.prefix, mr.alg, mr.si, n)
+		mr.m = newModel(mr.alg)
+		mr.now = int64(accuracyEpoch) + r.Int64N(10*s)
+	}
+	p := mr.seq.policies[r.IntN(len(mr.seq.policies))]
+	cost := int64(1)
+	if mr.lastRetry > 0 && r.IntN(2) == 0 {
+		// Where rounding decides: the last denied request again,
+		// at the microsecond it was told to come back at or the
+		// one before.
+		mr.now += mr.lastRetry - r.Int64N(2)
+		cost = mr.lastCost
+	} else {
+		mr.now = step(r, mr.now, p.w)
+		switch r.IntN(5) {
+		case 0:
+			cost = 1 + r.Int64N(p.limit)
+		case 1:
+			cost = p.limit
+		}
+	}
+	mr.lastRetry = 0
+	record := r.IntN(8) > 0
+	return modelCall{n: n, p: p, cost: cost, record: record}
+}
+
+// check runs c through the model and through the Lua, and fails t unless
+// both reply the same.
+func (mr *modelRun) check(t *testing.T, ctx context.Context, rdb *redis.Client, c modelCall) {
+	t.Helper()
+	p, cost, now := c.p, c.cost, mr.now
+	want := mr.m.check(now, p.limit, p.w, cost)
+	wantRetry := int64(0)
+	if !want.allowed {
+		wantRetry = retryOf(mr.m, now, p.limit, p.w, cost)
+		if len(mr.seq.policies) == 1 {
+			mr.lastRetry, mr.lastCost = wantRetry, cost
+		}
+	}
+	rec := "0"
+	if c.record {
+		rec = "1"
+	}
+	// The keys' TTLs run on the Redis clock, not this one: the
+	// script drops them, before a TTL of 1 ms can take the key.
+	// (TTLs are tested in package throttle.)
+	got, err := counterScript.Run(ctx, rdb, []string{mr.key}, string(mr.alg), p.limit, p.w, cost, now, rec, "persist").Int64Slice()
+	if err != nil {
+		t.Fatalf("%s, %s, call %d: %v", mr.seq.name, mr.alg, c.n, err)
+	}
+	if want.allowed && c.record {
+		mr.m.record(now, p.limit, p.w, cost)
+		want.count += cost
+		want.reset = mr.m.check(now, p.limit, p.w, 1).reset
+	}
+	wantReply := []int64{0, want.count, wantRetry, want.reset}
+	if want.allowed {
+		wantReply[0] = 1
+	}
+	if mr.alg == throttle.GCRA && want.count > 2*p.limit && got[1] >= want.count-1 && got[1] <= want.count+1 {
+		// Far beyond the limit the Lua estimates the count
+		// (the request is denied whatever it is).
+		got[1] = want.count
+	}
+	if diff := cmp.Diff(wantReply, got); diff != "" {
+		t.Fatalf("%s, %s, call %d (%d per %d µs, cost %d, record %v, %d µs into the window): {allowed, count, retry, reset} at %d µs (-model +lua):\n%s",
+			mr.seq.name, mr.alg, c.n, p.limit, p.w, cost, c.record, now%p.w, now, diff)
 	}
 }
 

@@ -49,37 +49,9 @@ func TestRunSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	js, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(js, &raw); err != nil {
-		t.Fatalf("results.json: %v", err)
-	}
-	for _, name := range append([]string{"meta"}, Sections()...) {
-		if v, ok := raw[name]; !ok || string(v) == "null" {
-			t.Errorf("results.json has no section %q", name)
-		}
-	}
-	var got Results
-	if err := json.Unmarshal(js, &got); err != nil {
-		t.Fatalf("results.json: %v", err)
-	}
-
+	got := readResultsJSON(t, dir)
 	m := got.Meta
-	if m.GoVersion == "" || m.RedisVersion == "" || m.RedisVersion == "unknown" || m.CPUs < 1 || m.GOMAXPROCS < 1 {
-		t.Errorf("meta = %+v", m)
-	}
-	if d := time.Since(m.Date); d < 0 || d > time.Hour {
-		t.Errorf("meta date %v is not the run's", m.Date)
-	}
-	if s := m.Settings; s.Repeat != 2 || s.Keys != 2000 || s.PoolSize != TargetCallers || !slices.Equal(s.Sections, Sections()) ||
-		s.DurationSeconds != 0.05 || !strings.Contains(s.Command, "--duration 50ms") ||
-		s.WorkerTasks != 200 || s.WorkerConcurrency != DefaultWorkerConcurrency || !strings.Contains(s.Command, "--worker-tasks 200") ||
-		!s.DrainShort || s.DrainConcurrency != DefaultDrainConcurrency || !strings.Contains(s.Command, "--drain-short --drain-concurrency 10") {
-		t.Errorf("settings = %+v", s)
-	}
+	checkSmokeMeta(t, m)
 
 	checkLimiter(t, got.Limiter, cfg)
 	checkMemory(t, got.Memory, cfg)
@@ -100,13 +72,62 @@ func TestRunSmoke(t *testing.T) {
 		}
 	}
 
+	checkNoKeysLeft(t, url, m.KeyPrefix)
+}
+
+// readResultsJSON reads the results.json written in dir, and fails t
+// unless it holds meta and every section.
+func readResultsJSON(t *testing.T, dir string) Results {
+	t.Helper()
+	js, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(js, &raw); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	for _, name := range append([]string{"meta"}, Sections()...) {
+		if v, ok := raw[name]; !ok || string(v) == "null" {
+			t.Errorf("results.json has no section %q", name)
+		}
+	}
+	var got Results
+	if err := json.Unmarshal(js, &got); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	return got
+}
+
+// checkSmokeMeta checks the meta of TestRunSmoke's results: the versions,
+// the date and TestRunSmoke's settings.
+func checkSmokeMeta(t *testing.T, m Meta) {
+	t.Helper()
+	if m.GoVersion == "" || m.RedisVersion == "" || m.RedisVersion == "unknown" || m.CPUs < 1 || m.GOMAXPROCS < 1 {
+		t.Errorf("meta = %+v", m)
+	}
+	if d := time.Since(m.Date); d < 0 || d > time.Hour {
+		t.Errorf("meta date %v is not the run's", m.Date)
+	}
+	if s := m.Settings; s.Repeat != 2 || s.Keys != 2000 || s.PoolSize != TargetCallers || !slices.Equal(s.Sections, Sections()) ||
+		s.DurationSeconds != 0.05 || !strings.Contains(s.Command, "--duration 50ms") ||
+		s.WorkerTasks != 200 || s.WorkerConcurrency != DefaultWorkerConcurrency || !strings.Contains(s.Command, "--worker-tasks 200") ||
+		!s.DrainShort || s.DrainConcurrency != DefaultDrainConcurrency || !strings.Contains(s.Command, "--drain-short --drain-concurrency 10") {
+		t.Errorf("settings = %+v", s)
+	}
+}
+
+// checkNoKeysLeft checks that the Redis at url holds no key and no asynq
+// queue under keyPrefix, the run's.
+func checkNoKeysLeft(t *testing.T, url, keyPrefix string) {
+	t.Helper()
 	opt, _ := redis.ParseURL(url)
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	if !strings.HasPrefix(m.KeyPrefix, "sluice-bench-") {
-		t.Fatalf("key prefix %q", m.KeyPrefix)
+	if !strings.HasPrefix(keyPrefix, "sluice-bench-") {
+		t.Fatalf("key prefix %q", keyPrefix)
 	}
-	for _, pattern := range []string{m.KeyPrefix + "*", redisRatePrefix + m.KeyPrefix + "*", asynqQueuePattern(m.KeyPrefix + "*")} {
+	for _, pattern := range []string{keyPrefix + "*", redisRatePrefix + keyPrefix + "*", asynqQueuePattern(keyPrefix + "*")} {
 		if keys, err := rdb.Keys(t.Context(), pattern).Result(); err != nil || len(keys) > 0 {
 			t.Errorf("keys left behind matching %s: %d (%v)", pattern, len(keys), err)
 		}
@@ -116,7 +137,7 @@ func TestRunSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range queues {
-		if strings.HasPrefix(q, m.KeyPrefix) {
+		if strings.HasPrefix(q, keyPrefix) {
 			t.Errorf("asynq queue %q left in %s", q, asynqQueues)
 		}
 	}

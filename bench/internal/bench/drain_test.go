@@ -36,73 +36,7 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 		t.Fatalf("strategies %q, want %q", names, want)
 	}
 	for _, s := range dr.Strategies {
-		where := "drain " + s.Name
-		if !s.Drained || s.Delivered != dr.Tasks || s.Received != dr.Tasks || s.Duplicates != 0 {
-			t.Errorf("%s: drained %t, %d delivered, %d received; want all %d, once each", where, s.Drained, s.Delivered, s.Received, dr.Tasks)
-		}
-		if s.DrainSeconds <= 0 || s.Utilization <= 0 || s.FirstDeliverySeconds <= 0 || s.EnqueueSeconds <= 0 {
-			t.Errorf("%s: drain %v s, utilization %v, first delivery %v s, enqueue %v s", where, s.DrainSeconds, s.Utilization,
-				s.FirstDeliverySeconds, s.EnqueueSeconds)
-		}
-		if s.Name != "per-process" && s.MarginUtilization > 1 {
-			// The limiter admits at most the limit per window plus margin:
-			// no drain beats that schedule.
-			t.Errorf("%s: drained in %v s, faster than the ideal with margin, %v s", where, s.DrainSeconds, dr.IdealMarginSeconds)
-		}
-		if !(s.LatenessP50Ms <= s.LatenessP99Ms && s.LatenessP99Ms <= s.LatenessMaxMs) {
-			t.Errorf("%s: lateness p50 %v, p99 %v, max %v ms", where, s.LatenessP50Ms, s.LatenessP99Ms, s.LatenessMaxMs)
-		}
-		if len(s.Processes) != drainProcesses {
-			t.Errorf("%s: %d processes reported", where, len(s.Processes))
-		}
-		for _, p := range s.Processes {
-			if p.Missing {
-				t.Errorf("%s: process %d wrote no counters", where, p.Process)
-			}
-		}
-		// Every task was sent once and the provider never failed; every
-		// run either sent or returned throttled; every send was admitted.
-		if len(s.Joiners) != len(joiners) || s.Joiners[0] == nil {
-			t.Errorf("%s: joiners %v: want %d, the first at 5%% of the ideal drain", where, s.Joiners, len(joiners))
-		}
-		if s.RedisCPUUsPerDelivered <= 0 {
-			t.Errorf("%s: Redis CPU per task %v", where, s.RedisCPUUsPerDelivered)
-		}
-		c := s.DrainCounts
-		sends := int64(dr.Tasks)
-		for i, j := range s.Joiners {
-			if j == nil {
-				continue
-			}
-			sends += int64(joiners[i].tasks)
-			if len(j.WaitsMs) != joiners[i].tasks || j.Kind != joiners[i].kind || j.FirstMs != slices.Min(j.WaitsMs) {
-				t.Errorf("%s: joiner %d (%s of %d SMS): %+v", where, i, joiners[i].kind, joiners[i].tasks, j)
-			}
-		}
-		if c.Sends != sends || c.SendErrors != 0 || c.Failed != 0 || c.LimiterErrors != 0 ||
-			c.Admissions != c.Sends || c.Decisions != c.Admissions+c.Denials || c.Dequeues != c.Sends+c.Throttled {
-			t.Errorf("%s: counters %+v", where, c)
-		}
-		switch s.Name {
-		case "naive", "per-process":
-			// One limiter call a run, and a denial sends the task back.
-			if c.Decisions != c.Dequeues || c.Denials != c.Throttled {
-				t.Errorf("%s: %d limiter calls and %d denials for %d runs and %d throttled", where, c.Decisions, c.Denials, c.Dequeues, c.Throttled)
-			}
-		case "sluice", "sluice-fcfs":
-			// A held task asks again in the same run.
-			if c.Decisions < c.Dequeues || c.Throttled > c.Denials {
-				t.Errorf("%s: %d limiter calls, %d denials for %d runs, %d throttled", where, c.Decisions, c.Denials, c.Dequeues, c.Throttled)
-			}
-		}
-		if got, want := s.DenialsPerDelivered, float64(c.Denials)/float64(dr.Tasks); got != want {
-			t.Errorf("%s: %v denials per task, want %v", where, got, want)
-		}
-		if len(s.Series.Global) < int(dr.IdealSeconds*1000/s.Series.StepMs) || slices.Max(s.Series.Global) != s.MaxGlobalInWindow ||
-			len(s.Series.Tenants) != seriesTenants || s.Series.Tenants[0].Tasks != slices.Max(dr.TenantTasks) {
-			t.Errorf("%s: series %d samples, peak %d, %d tenants; most in a window %d", where, len(s.Series.Global),
-				slices.Max(s.Series.Global), len(s.Series.Tenants), s.MaxGlobalInWindow)
-		}
+		checkDrainStrategy(t, dr, s)
 	}
 	// Three processes each at the full limits: the provider gets up to
 	// three times the limit in the first window.
@@ -112,6 +46,87 @@ func checkDrain(t *testing.T, dr *DrainResult) {
 	}
 	if len(dr.Targets) != 5 {
 		t.Errorf("targets %+v, want 5 (the paced one is the slow scenario's)", dr.Targets)
+	}
+}
+
+// checkDrainStrategy checks strategy s of the drain section dr: every task
+// delivered once, sane figures, the processes' counters and the series.
+func checkDrainStrategy(t *testing.T, dr *DrainResult, s DrainStrategy) {
+	t.Helper()
+	where := "drain " + s.Name
+	if !s.Drained || s.Delivered != dr.Tasks || s.Received != dr.Tasks || s.Duplicates != 0 {
+		t.Errorf("%s: drained %t, %d delivered, %d received; want all %d, once each", where, s.Drained, s.Delivered, s.Received, dr.Tasks)
+	}
+	if s.DrainSeconds <= 0 || s.Utilization <= 0 || s.FirstDeliverySeconds <= 0 || s.EnqueueSeconds <= 0 {
+		t.Errorf("%s: drain %v s, utilization %v, first delivery %v s, enqueue %v s", where, s.DrainSeconds, s.Utilization,
+			s.FirstDeliverySeconds, s.EnqueueSeconds)
+	}
+	if s.Name != "per-process" && s.MarginUtilization > 1 {
+		// The limiter admits at most the limit per window plus margin:
+		// no drain beats that schedule.
+		t.Errorf("%s: drained in %v s, faster than the ideal with margin, %v s", where, s.DrainSeconds, dr.IdealMarginSeconds)
+	}
+	if !(s.LatenessP50Ms <= s.LatenessP99Ms && s.LatenessP99Ms <= s.LatenessMaxMs) {
+		t.Errorf("%s: lateness p50 %v, p99 %v, max %v ms", where, s.LatenessP50Ms, s.LatenessP99Ms, s.LatenessMaxMs)
+	}
+	if len(s.Processes) != drainProcesses {
+		t.Errorf("%s: %d processes reported", where, len(s.Processes))
+	}
+	for _, p := range s.Processes {
+		if p.Missing {
+			t.Errorf("%s: process %d wrote no counters", where, p.Process)
+		}
+	}
+	checkDrainCounts(t, dr, s)
+	if len(s.Series.Global) < int(dr.IdealSeconds*1000/s.Series.StepMs) || slices.Max(s.Series.Global) != s.MaxGlobalInWindow ||
+		len(s.Series.Tenants) != seriesTenants || s.Series.Tenants[0].Tasks != slices.Max(dr.TenantTasks) {
+		t.Errorf("%s: series %d samples, peak %d, %d tenants; most in a window %d", where, len(s.Series.Global),
+			slices.Max(s.Series.Global), len(s.Series.Tenants), s.MaxGlobalInWindow)
+	}
+}
+
+// checkDrainCounts checks the joiners of strategy s of dr and what its
+// worker processes counted: every task was sent once and the provider
+// never failed; every run either sent or returned throttled; every send
+// was admitted.
+func checkDrainCounts(t *testing.T, dr *DrainResult, s DrainStrategy) {
+	t.Helper()
+	where := "drain " + s.Name
+	if len(s.Joiners) != len(joiners) || s.Joiners[0] == nil {
+		t.Errorf("%s: joiners %v: want %d, the first at 5%% of the ideal drain", where, s.Joiners, len(joiners))
+	}
+	if s.RedisCPUUsPerDelivered <= 0 {
+		t.Errorf("%s: Redis CPU per task %v", where, s.RedisCPUUsPerDelivered)
+	}
+	c := s.DrainCounts
+	sends := int64(dr.Tasks)
+	for i, j := range s.Joiners {
+		if j == nil {
+			continue
+		}
+		sends += int64(joiners[i].tasks)
+		if len(j.WaitsMs) != joiners[i].tasks || j.Kind != joiners[i].kind || j.FirstMs != slices.Min(j.WaitsMs) {
+			t.Errorf("%s: joiner %d (%s of %d SMS): %+v", where, i, joiners[i].kind, joiners[i].tasks, j)
+		}
+	}
+	if c.Sends != sends || c.SendErrors != 0 || c.Failed != 0 || c.LimiterErrors != 0 ||
+		c.Admissions != c.Sends || c.Decisions != c.Admissions+c.Denials || c.Dequeues != c.Sends+c.Throttled {
+		t.Errorf("%s: counters %+v", where, c)
+	}
+	switch s.Name {
+	case "naive", "per-process":
+		// One limiter call a run, and a denial sends the task back.
+		if c.Decisions != c.Dequeues || c.Denials != c.Throttled {
+			t.Errorf("%s: %d limiter calls and %d denials for %d runs and %d throttled", where, c.Decisions, c.Denials, c.Dequeues, c.Throttled)
+		}
+	case "sluice", "sluice-fcfs":
+		// A held task asks again in the same run.
+		if c.Decisions < c.Dequeues || c.Throttled > c.Denials {
+			t.Errorf("%s: %d limiter calls, %d denials for %d runs, %d throttled", where, c.Decisions, c.Denials, c.Dequeues, c.Throttled)
+		}
+	}
+	if got, want := s.DenialsPerDelivered, float64(c.Denials)/float64(dr.Tasks); got != want {
+		t.Errorf("%s: %v denials per task, want %v", where, got, want)
 	}
 }
 
