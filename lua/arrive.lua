@@ -207,9 +207,20 @@ local function takeOver(flow, here, unlessNear)
   return false
 end
 
--- lapsed reports whether a grant's place passed more than `late` ago.
+-- lapsed reports whether a grant of the class's has its place more than
+-- `late` ago (its task goes first). Another class's does not hold this
+-- one: dispatch may not be able to take it back (a damaged key).
 local function lapsed()
-  return redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) > 0
+  if redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
+    return false
+  end
+  for _, gid in ipairs(redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, 4 * scan)) do
+    local ok, task = pcall(cjson.decode, redis.call('HGET', ktasks, gid) or 'null')
+    if ok and type(task) == 'table' and task.c == class then
+      return true
+    end
+  end
+  return false
 end
 
 -- The task's flow, written with the rules and weight this task brings:
@@ -279,10 +290,17 @@ elseif not task then
   waiting(ownFlow())
 else
   -- Back while it waits (its grant was taken back, or its park ended): it
-  -- keeps its turn, and is timed from its grant once.
+  -- keeps its turn, and is timed from its grant once. One whose member is
+  -- not in its line (a line deleted, or 0.1.0's layout) joins its tail.
+  local changed = false
+  if not (task.n and redis.call('ZSCORE', kline(task.c, task.l), member(task.t, tonumber(task.n), task.q, id))) then
+    task.n, changed = num(lineAdd(task.c, task.l, task.t, task.q, id)), true
+  end
   if task.g then
     learn(task.c, now - tonumber(task.g))
-    task.g = nil
+    task.g, changed = nil, true
+  end
+  if changed then
     redis.call('HSET', ktasks, id, cjson.encode(task))
   end
   waiting(flowOf(task.c, task.l, task.t))
@@ -294,14 +312,25 @@ ownFlow()
 -- and its slot had seemed near, it tries to take one over after all. While
 -- a grant has lapsed, its task goes first: it waits, and dispatch, which
 -- declares that task's keys, takes the grant back and serves the class.
-local mine, near = false, false
+local mine, near, stopped = false, false, false
 if lapsed() then
   redis.call('ZADD', kwake, now, class)
 else
   mine, near = takeOver(own, id, true)
-  mine = step(class, id, function(flow) return flow == own end) or mine
+  local placed
+  placed, stopped = step(class, id, function(flow) return flow == own end)
+  mine = placed or mine
   if not mine and near then
     mine = takeOver(own, id)
+  end
+end
+if stopped then
+  -- Another flow comes first. While the class's shared logs are full past
+  -- the horizon, no flow of it can be served before: the class is due
+  -- then, as a step would have said (lines_grants.lua, pick).
+  local _, shared = earliest(own, now, true)
+  if shared > now + leadOf(class) + batch then
+    redis.call('ZADD', kwake, num(shared - leadOf(class)), class)
   end
 end
 if mine then

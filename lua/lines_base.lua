@@ -73,8 +73,8 @@ local function lineAdd(class, level, tenant, queue, id, first)
   if x then
     seq = first and x.seq - 1 or x.seq + 1
   end
+  redis.call('ZREM', kidle(class, level), tenant) -- first: a damaged qi fails before the line is written
   redis.call('ZADD', kline(class, level), 0, member(tenant, seq, queue, id))
-  redis.call('ZREM', kidle(class, level), tenant)
   return seq
 end
 

@@ -74,6 +74,9 @@ end
 -- `swapped` (taken over) is on the pace already.
 local function grant(flow, start, place, here, swapped)
   local head = lineEnd(flow.class, flow.level, flow.tenant)
+  -- The keys a damage may fail first, before the grant writes anything.
+  sweep(flow.class, flow.level)
+  share(flow.class, flow.tenant)
   redis.call('ZREM', kline(flow.class, flow.level), head.member)
   local taken = head.id == here
   record(flow.rules, head.id, place, taken)
@@ -90,8 +93,6 @@ local function grant(flow, start, place, here, swapped)
     redis.call('ZADD', kgrants, place, head.id)
   end
   redis.call('HSET', kclass(flow.class), 'v' .. flow.level, tag(start))
-  sweep(flow.class, flow.level)
-  share(flow.class, flow.tenant)
   flow.finish = start + 1 / flow.weight
   save(flow)
   if lineEnd(flow.class, flow.level, flow.tenant) then
@@ -166,9 +167,9 @@ end
 -- step gives class's slots up to now + lead to its ready flows, fairly, at
 -- most `most`, appending parked tasks' grants to out. `here` is a task at
 -- the calling worker; step returns its place, or false. It serves only the
--- flows `gate` lets through, and stops at the first that it does not: an
+-- flows `gate` lets through, and stops at the first that it does not (an
 -- arrival serves its own flow, a dispatch the flows whose keys it was
--- given (dispatch.lua then sets the class due now).
+-- given), leaving the class's wake to its caller, and says so.
 local function step(class, here, gate)
   unblock(class)
   local lead = leadOf(class)
@@ -177,9 +178,7 @@ local function step(class, here, gate)
     local all, readyLevels, credit = order(class)
     local chosen, full, changed, stopped = pick(class, all, here, gate)
     if stopped then
-      -- The class's wake stays: when its first flow is due, or now if
-      -- this call made a flow ready (waiting).
-      return mine
+      return mine, true -- the class's wake stays: the caller decides
     end
     if chosen then
       local queue, id, taken = grant(chosen.flow, chosen.start, chosen.place, here)

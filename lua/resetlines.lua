@@ -13,7 +13,9 @@ KEYS[4]        the entrance:  <base>qe
 KEYS[5 .. 9]   the ready flows of levels 1 to 5: <base>qr:<c>:<l>
 KEYS[10]       the blocked flows: <base>qb:<c>
 KEYS[11 .. 10+n]   the class's other keys, deleted whatever their type:
-               its hash, its flows' lines and hashes, its share counts
+               its hash, its lines (qL), its flows' records (qF), its idle
+               flows (qi), its share counts, and 0.1.0's lines and hashes
+               of its flows (ql, qf)
 KEYS[11+n+2i], KEYS[12+n+2i]  (i = 0, 1, ...)
                a rule log that holds places of the class's grants, and its
                frontier note (decide.lua), which a removed place may falsify
@@ -66,15 +68,29 @@ local ids = {}
 for _, id in ipairs(cjson.decode(ARGV[4])) do
   ids[id] = true
 end
+-- idOf reads the task id of an entry "<length of queue>:<queue><id>".
+local function idOf(e)
+  local len, rest = string.match(e, '^(%d+):(.*)$')
+  return len and string.sub(rest, tonumber(len) + 1)
+end
 for i = 11, 10 + n do
+  -- 0.1.0's lines are lists of entries; the lines now, sorted sets of
+  -- "<length of tenant>:<tenant><seq, 16 hex digits><entry>".
   local ok, line = pcall(redis.call, 'LRANGE', KEYS[i], 0, -1)
   for _, e in ipairs(ok and line or {}) do
-    local len, rest = string.match(e, '^(%d+):(.*)$')
-    if len then
-      ids[string.sub(rest, tonumber(len) + 1)] = true
+    ids[idOf(e) or ''] = true
+  end
+  if string.find(KEYS[i], '}qL:', 1, true) then
+    ok, line = pcall(redis.call, 'ZRANGE', KEYS[i], 0, -1)
+    for _, m in ipairs(ok and line or {}) do
+      local len, rest = string.match(m, '^(%d+):(.*)$')
+      if len then
+        ids[idOf(string.sub(rest, tonumber(len) + 17)) or ''] = true
+      end
     end
   end
 end
+ids[''] = nil
 
 local deleted = 0
 for i = 5, 10 + n do

@@ -239,7 +239,9 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 
 // Dispatch gives the slots due to parked tasks of every class of the
 // default group, fairly, and says when to call again. With
-// LinesConfig.Rules, it first takes in the tasks parked at enqueue.
+// LinesConfig.Rules, it first takes in the tasks parked at enqueue. With
+// an error, the Turn holds the grants its first calls gave, if any: move
+// them still.
 func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 	if ls.l.err != nil {
 		return Turn{}, ls.l.err
@@ -256,12 +258,9 @@ func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 	t := Turn{}
 	for call := 1; ; call++ {
 		r, err := ls.runKeys(ctx, ls.scripts.Dispatch, group, ls.look.keys(ls.settings(group), extra), in...)
-		if err != nil && call == 1 {
-			return Turn{}, fmt.Errorf("throttle: dispatch the lines: %w", err)
-		}
 		if err != nil {
-			t.Wake = 0 // what the first calls gave stands; the loop calls again
-			break
+			// What the first calls gave stands: the Turn holds it.
+			return t, fmt.Errorf("throttle: dispatch the lines (call %d): %w", call, err)
 		}
 		t.Granted, t.Refused, t.Wake = append(t.Granted, r.Granted...), append(t.Refused, r.Refused...), r.Wake
 		t.Calls = call

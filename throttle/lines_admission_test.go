@@ -56,7 +56,8 @@ func TestLinesAdmissionExpiry(t *testing.T) {
 // and no Dispatch has taken the grant back yet: the newcomer is not
 // admitted at once. Here the lapsed place has left its window (200 ms,
 // shorter than the 500 ms a grant may be late), so the log alone would
-// admit the newcomer.
+// admit the newcomer. A task of another class is admitted at once: the
+// lapsed grant is not its class's.
 func TestLinesLapsedGrantGoesFirst(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
@@ -74,7 +75,8 @@ func TestLinesLapsedGrantGoesFirst(t *testing.T) {
 		policy := throttle.Policy{Limit: 1, Window: 200 * time.Millisecond}
 		arrive := func(tenant, id string) throttle.Outcome {
 			t.Helper()
-			turn, err := ls.Arrive(ctx, throttle.Arrival{Class: "sms", Tenant: tenant, Queue: "q", ID: id,
+			class := map[bool]string{true: "email", false: "sms"}[id[0] == 'e']
+			turn, err := ls.Arrive(ctx, throttle.Arrival{Class: class, Tenant: tenant, Queue: "q", ID: id,
 				Checks: []throttle.LineCheck{{Check: throttle.Check{Key: "provider", Policy: policy, Cost: 1}, Shared: true}}})
 			if err != nil {
 				t.Fatal(err)
@@ -107,6 +109,9 @@ func TestLinesLapsedGrantGoesFirst(t *testing.T) {
 		tick(700 * time.Millisecond)
 		if got := arrive("globex", "b1"); got == throttle.Admitted {
 			t.Errorf("b1: admitted at once, ahead of a2, whose grant lapsed and who is owed its turn back")
+		}
+		if got := arrive("initech", "e1"); got != throttle.Admitted {
+			t.Errorf("e1, of email: %v, want admitted at once: a2's lapsed grant is of sms", got)
 		}
 	})
 }

@@ -51,3 +51,37 @@ func TestLinesDispatchAsksAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestLinesBackWithoutMember: a waiting task whose member is not in its
+// line (the line deleted, or a line of 0.1.0's layout) joins its line
+// again when it comes back, and is granted: it is not parked for ever.
+func TestLinesBackWithoutMember(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		s := newLineScene(t, rdb, l, prefix) // sf of globex waits at level 3 of sms
+		line := s.keys.scan("qL:sms:3")
+		before := rdb.ZCard(ctx, line).Val()
+		if err := rdb.Del(ctx, line).Err(); err != nil {
+			t.Fatal(err)
+		}
+		s.arrive("sms", "globex", "sf") // back while it waits
+		if n := rdb.ZCard(ctx, line).Val(); n != 1 || before < 2 {
+			t.Fatalf("the line holds %d members after sf came back (before the loss %d), want sf's alone", n, before)
+		}
+		granted := false
+		for range 10 {
+			time.Sleep(s.window.Window / 2)
+			turn, err := s.ls.Dispatch(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range turn.Granted {
+				granted = granted || g.ID == "sf"
+			}
+		}
+		if !granted {
+			t.Errorf("sf, back in its line, was not granted within 10 dispatches")
+		}
+	})
+}

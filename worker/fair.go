@@ -130,6 +130,9 @@ func (t *Throttle) RunLines(ctx context.Context) {
 		turn, err := f.lines.Dispatch(dctx)
 		cancel()
 		sleep := f.idle
+		if err != nil {
+			f.move(ctx, turn.Granted) // given by its first calls, before the error
+		}
 		switch {
 		case isDamage(err):
 			f.logger.Debug("could not dispatch the fair lines", "err", err)
