@@ -47,34 +47,45 @@ local function member(tenant, seq, queue, id)
   return lineOf(tenant) .. string.format('%016x', seq) .. entry(queue, id)
 end
 
--- lineEnd returns the head of a flow's line (or its tail, `last`) as
--- {queue, id, seq, member}, or nil when the line is empty.
-local function lineEnd(class, level, tenant, last)
-  local from = lineOf(tenant)
+-- lineSeq returns the member at the head of the line that starts with
+-- `from` (at its tail, `last`) and its sequence number, or nil.
+local function lineSeq(class, level, from, last)
   local r
   if last then
     r = redis.call('ZRANGE', kline(class, level), '(' .. from .. '\255', '[' .. from, 'BYLEX', 'REV', 'LIMIT', 0, 1)
   else
     r = redis.call('ZRANGE', kline(class, level), '[' .. from, '(' .. from .. '\255', 'BYLEX', 'LIMIT', 0, 1)
   end
-  if not r[1] then
+  return r[1], r[1] and tonumber(string.sub(r[1], #from + 1, #from + 16), 16)
+end
+
+-- lineEnd returns the head of a flow's line (or its tail, `last`) as
+-- {queue, id, seq, member}, or nil when the line is empty.
+local function lineEnd(class, level, tenant, last)
+  local from = lineOf(tenant)
+  local m, seq = lineSeq(class, level, from, last)
+  if not m then
     return nil
   end
-  local x = unentry(string.sub(r[1], #from + 17))
-  x.seq, x.member = tonumber(string.sub(r[1], #from + 1, #from + 16), 16), r[1]
+  local x = unentry(string.sub(m, #from + 17))
+  x.seq, x.member = seq, m
   return x
 end
 
 -- lineAdd puts task id at the tail of its flow's line (at the head with
 -- `first`) and returns its sequence number. The flow is no longer idle.
 local function lineAdd(class, level, tenant, queue, id, first)
-  local x = lineEnd(class, level, tenant, not first)
-  local seq = seqStart
-  if x then
-    seq = first and x.seq - 1 or x.seq + 1
+  local from = lineOf(tenant)
+  local _, seq = lineSeq(class, level, from, not first)
+  if not seq then
+    seq = seqStart
+  elseif first then
+    seq = seq - 1
+  else
+    seq = seq + 1
   end
   redis.call('ZREM', kidle(class, level), tenant) -- first: a damaged qi fails before the line is written
-  redis.call('ZADD', kline(class, level), 0, member(tenant, seq, queue, id))
+  redis.call('ZADD', kline(class, level), 0, from .. string.format('%016x', seq) .. entry(queue, id))
   return seq
 end
 
@@ -84,35 +95,7 @@ local function waitingRecord(class, level, tenant, queue, seq, granted)
   return cjson.encode({s = 'W', c = class, l = level, t = tenant, q = queue, n = num(seq), g = granted})
 end
 
--- A flow whose line empties is idle. Its record stays idleFor (and
--- `late`) after: a tenant back soon starts at its finish tag, and its
--- grants, which live at most a lead, a batch and `late`, are taken back
--- under its rules. Then sweep removes it, a few a grant.
-local idleFor = 60000000
-local function idle(class, level, tenant)
-  redis.call('ZADD', kidle(class, level), now, tenant)
-  redis.call('PEXPIRE', kidle(class, level), flowTTL)
-end
 
-local function sweep(class, level)
-  local before = num(now - idleFor - late)
-  for _, tenant in ipairs(redis.call('ZRANGE', kidle(class, level), '-inf', before, 'BYSCORE', 'LIMIT', 0, 4)) do
-    redis.call('HDEL', kflows(class), field('f', level, tenant), field('w', level, tenant), field('r', level, tenant))
-    redis.call('ZREM', kidle(class, level), tenant)
-  end
-end
-
--- declared reports whether key is one of the call's KEYS.
-local declaredSet
-local function declared(key)
-  if not declaredSet then
-    declaredSet = {}
-    for _, k in ipairs(KEYS) do
-      declaredSet[k] = true
-    end
-  end
-  return declaredSet[key] == true
-end
 
 -- rulesFrom reads flat, the rules as values six by six from index first,
 -- into tables: {key, limit, window, cost, algorithm, shared}.

@@ -1,6 +1,36 @@
 -- lines_flows.lua: flows, their tags and their grants taken back, damage
 -- set aside, and the reply. Included after lines_logs.lua.
 
+-- A flow whose line empties is idle. Its record stays idleFor (and
+-- `late`) after: a tenant back soon starts at its finish tag, and its
+-- grants, which live at most a lead, a batch and `late`, are taken back
+-- under its rules. Then sweep removes it, a few a grant.
+local idleFor = 60000000
+local function idle(class, level, tenant)
+  redis.call('ZADD', kidle(class, level), now, tenant)
+  redis.call('PEXPIRE', kidle(class, level), flowTTL)
+end
+
+local function sweep(class, level)
+  local before = num(now - idleFor - late)
+  for _, tenant in ipairs(redis.call('ZRANGE', kidle(class, level), '-inf', before, 'BYSCORE', 'LIMIT', 0, 4)) do
+    redis.call('HDEL', kflows(class), field('f', level, tenant), field('w', level, tenant), field('r', level, tenant))
+    redis.call('ZREM', kidle(class, level), tenant)
+  end
+end
+
+-- declared reports whether key is one of the call's KEYS.
+local declaredSet
+local function declared(key)
+  if not declaredSet then
+    declaredSet = {}
+    for _, k in ipairs(KEYS) do
+      declaredSet[k] = true
+    end
+  end
+  return declaredSet[key] == true
+end
+
 -- Flows, read once a call: finish tag, weight and rules (and `raw`, their
 -- stored text).
 local flows = {}
