@@ -75,6 +75,41 @@ if not known and allLogs and not wakeAt and
   end
 end
 
+-- #include lines_room.lua
+
+-- The other common arrival: a task new to the lines, its rules all
+-- sliding logs, whose class waits and is not due before wakeAt, while no
+-- grant has lapsed. If its flow is ready but not first of its level, with
+-- the weight and rules the task brings, the general path would only append
+-- it and park it: done here, with the rule it waits for named as there,
+-- before lines_base.lua defines its functions (their closures cost). The
+-- append is lines_base.lua's lineAdd, written out; a ready flow is not idle.
+if wakeAt and tonumber(wakeAt) > now and redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
+  local kr = base .. 'qr:' .. class .. ':' .. level
+  if redis.call('ZSCORE', kr, tenant) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tenant then
+    local records, name = base .. 'qF:' .. class, level .. ':' .. tenant
+    local stored = redis.call('HMGET', records, 'w' .. name, 'r' .. name)
+    if stored[2] == cjson.encode({unpack(ARGV, 13)}) and tonumber(stored[1]) == weight then
+      local line, from = base .. 'qL:' .. class .. ':' .. level, #tenant .. ':' .. tenant
+      local last = redis.call('ZRANGE', line, '(' .. from .. '\255', '[' .. from, 'BYLEX', 'REV', 'LIMIT', 0, 1)[1]
+      local seq = last and tonumber(string.sub(last, #from + 1, #from + 16), 16) + 1 or seqStart
+      redis.call('ZADD', line, 0, from .. string.format('%016x', seq) .. #queue .. ':' .. queue .. id)
+      redis.call('HSET', ktasks, id, cjson.encode({s = 'W', c = class, l = level, t = tenant, q = queue, n = num(seq)}))
+      redis.call('PEXPIRE', records, flowTTL)
+      local by, latest = 0, now
+      for i = 13, #ARGV, 6 do
+        local window = tonumber(ARGV[i + 2])
+        redis.call('ZREMRANGEBYSCORE', ARGV[i], '-inf', now - window)
+        local x = logFree(ARGV[i], tonumber(ARGV[i + 1]), window, tonumber(ARGV[i + 3]), now)
+        if x > latest or (by == 0 and ARGV[i + 5] == '1') then
+          by, latest = (i - 7) / 6, math.max(latest, x)
+        end
+      end
+      return {3, 0, -1, by}
+    end
+  end
+end
+
 -- #include lines_base.lua
 
 -- The rules as the flow stores them, and read.
@@ -85,32 +120,6 @@ local rules = rulesFrom(ARGV, 13)
 local ownLogs = {}
 for _, rule in ipairs(rules) do
   ownLogs[rule.key] = true
-end
-
--- The other common arrival: a task new to the lines, its rules all
--- sliding logs, whose class waits and is not due before wakeAt, while no
--- grant has lapsed. If its flow is ready but not first of its level, with
--- the weight and rules the task brings, the general path would only append
--- it and park it: done here, with the rule it waits for named as there.
-if wakeAt and tonumber(wakeAt) > now and redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
-  local kr = kready(class, level)
-  if redis.call('ZSCORE', kr, tenant) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tenant then
-    local stored = redis.call('HMGET', kflows(class), field('w', level, tenant), field('r', level, tenant))
-    if stored[2] == rulesText and tonumber(stored[1]) == weight then
-      local seq = lineAdd(class, level, tenant, queue, id)
-      redis.call('HSET', ktasks, id, waitingRecord(class, level, tenant, queue, seq))
-      redis.call('PEXPIRE', kflows(class), flowTTL)
-      local by, latest = 0, now
-      for i, rule in ipairs(rules) do
-        redis.call('ZREMRANGEBYSCORE', rule.key, '-inf', now - rule.window)
-        local x = logFree(rule.key, rule.limit, rule.window, rule.cost, now)
-        if x > latest or (by == 0 and rule.shared == 1) then
-          by, latest = i, math.max(latest, x)
-        end
-      end
-      return {3, 0, -1, by}
-    end
-  end
 end
 
 -- #include counters.lua

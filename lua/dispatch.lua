@@ -53,6 +53,7 @@ if not ARGV[7] then
   end
 end
 
+-- #include lines_room.lua
 -- #include lines_base.lua
 -- #include counters.lua
 -- #include lines_logs.lua

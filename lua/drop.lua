@@ -17,6 +17,7 @@ Reply: {0, 0, -1, 0}; {1, 0, -1, 0} when the record or the rules changed
 since the caller read them: it looks again.
 ]]
 -- #include lines_head.lua
+-- #include lines_room.lua
 -- #include lines_base.lua
 -- #include counters.lua
 -- #include lines_logs.lua

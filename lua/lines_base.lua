@@ -1,11 +1,9 @@
 -- lines_base.lua: the fair lines' constants, key names, line entries and
--- the room of a sliding log. Included after lines_head.lua.
+-- flow records. Included after lines_room.lua.
 
 local startLead = tonumber(ARGV[2])
 local most, reserve = tonumber(ARGV[4]), tonumber(ARGV[5])
 local levels = 5
--- A class's flow records go a day after they were last written.
-local flowTTL = 86400000
 local scan = 16 -- flows of a level looked at in one pick
 -- A step gives a shared rule's places up to `batch` beyond the lead: a fast
 -- rule's slots go a few a call, at most 50 calls a second.
@@ -15,7 +13,6 @@ local shareSpan = 5000000
 -- A flow or class whose keys Redis refuses is set aside this long.
 local asideFor = 30000000
 
-local function num(x) return string.format('%d', x) end
 local function tag(x) return string.format('%.17g', x) end
 
 local function kclass(class) return base .. 'q:' .. class end
@@ -41,7 +38,6 @@ end
 -- A flow's line is the members of its class and level's qL that start
 -- with "<length of the tenant>:<tenant>", then a sequence number (16 hex
 -- digits, from 2^52 up at the tail and down at the head), then the entry.
-local seqStart = 2 ^ 52
 local function lineOf(tenant) return #tenant .. ':' .. tenant end
 local function member(tenant, seq, queue, id)
   return lineOf(tenant) .. string.format('%016x', seq) .. entry(queue, id)
@@ -106,20 +102,4 @@ local function rulesFrom(flat, first)
       cost = tonumber(flat[i + 3]), algorithm = flat[i + 4], shared = tonumber(flat[i + 5])}
   end
   return rules
-end
-
--- logFree is the earliest time at or after `at` at which sliding log key
--- (limit, window) has room for cost, counting every member, places too.
-local function logFree(key, limit, window, cost, at)
-  local over = redis.call('ZCOUNT', key, '(' .. num(at - window), '+inf') + cost - limit
-  if over <= 0 then
-    return at
-  end
-  local member = redis.call('ZRANGE', key, '(' .. num(at - window), '+inf', 'BYSCORE', 'LIMIT', over - 1, 1, 'WITHSCORES')
-  local score = tonumber(member[2])
-  if not (score < 2 ^ 53) then
-    -- +inf (or past the year 2255) is damage, not a wait forever.
-    error({err = 'ERR damaged log ' .. key .. ': a member scored ' .. member[2] .. ', not a time in microseconds'})
-  end
-  return math.max(at, score + window)
 end

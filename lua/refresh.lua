@@ -13,6 +13,7 @@ ARGV[7]  a JSON array of {c class, l level, t tenant, f the index in KEYS
 Reply: {0, 0, -1, 0}.
 ]]
 -- #include lines_head.lua
+-- #include lines_room.lua
 -- #include lines_base.lua
 
 local blocked = {}

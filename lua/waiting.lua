@@ -12,6 +12,7 @@ Reply: {0, 0, -1, share span us, then per flow: class, level, tenant,
 tasks in line, weight, grants}.
 ]]
 -- #include lines_head.lua
+-- #include lines_room.lua
 -- #include lines_base.lua
 
 local atMost = tonumber(ARGV[7])
