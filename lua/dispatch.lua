@@ -102,6 +102,15 @@ local function enter(x, text)
   end
 end
 
+-- wanted holds "<class>" and "<class>\0<key>" for the reply's look.
+local wanted, wantedSet = {}, {}
+local function want(text)
+  if not wantedSet[text] then
+    wantedSet[text] = true
+    wanted[#wanted + 1] = text
+  end
+end
+
 -- covers reports whether the call may serve flow: its class's keys and its
 -- rules' logs are declared. One it may not is wanted: the reply asks for
 -- them, the look below.
@@ -115,18 +124,9 @@ local function covers(class, flow)
   return ok
 end
 
--- wanted holds "<class>" and "<class>\0<key>" for the reply's look.
-local wanted, wantedSet = {}, {}
-local function want(text)
-  if not wantedSet[text] then
-    wantedSet[text] = true
-    wanted[#wanted + 1] = text
-  end
-end
-
 -- reap takes back the grants whose place passed more than `late` ago, when
--- the call covers their flow. One whose keys fail is left until they are
--- repaired.
+-- the call covers their flow, and else wants its class's keys or its logs.
+-- One whose keys fail is left until they are repaired.
 local function reap()
   local lapsed = redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, most)
   for _, id in ipairs(lapsed) do
@@ -136,8 +136,16 @@ local function reap()
         local task = cjson.decode(raw)
         if not declared(kclass(task.c)) then
           missed = true
-        elseif covers(task.c, flowOf(task.c, task.l, task.t)) then
+          want(task.c)
+          return
+        end
+        local flow = flowOf(task.c, task.l, task.t)
+        if covers(task.c, flow) then
           takeBack(id, task)
+          return
+        end
+        for _, rule in ipairs(flow.rules) do
+          want(task.c .. '\0' .. rule.key)
         end
       end)
     else
@@ -189,22 +197,11 @@ end
 if not missed then
   return reply(0, 0, 0, nextWake())
 end
--- Again: the keys of the flows this call may serve next, and of the
--- lapsed grants' flows.
+-- Again: the keys of the flows this call may serve next (reap wanted the
+-- lapsed grants' already).
 for _, class in ipairs(due) do
   if declared(kclass(class)) then
     pcall(lookAt, class) -- a damaged class is set aside above
-  end
-end
-for _, id in ipairs(redis.call('ZRANGE', kgrants, '-inf', num(now - late - 1), 'BYSCORE', 'LIMIT', 0, most)) do
-  local ok, task = pcall(cjson.decode, redis.call('HGET', ktasks, id) or 'null')
-  if ok and type(task) == 'table' and task.c and declared(kclass(task.c)) then
-    local read, flow = pcall(flowOf, task.c, task.l, task.t)
-    for _, rule in ipairs(read and flow.rules or {}) do
-      want(task.c .. '\0' .. rule.key)
-    end
-  elseif ok and type(task) == 'table' and task.c then
-    want(task.c)
   end
 end
 for _, text in ipairs(wanted) do

@@ -132,7 +132,6 @@ local function culprit(class, level, tenant)
   end
   for key, kind in pairs(want) do
     local got = declared(key) and redis.call('TYPE', key).ok or 'none'
-
     if got ~= 'none' and got ~= kind then
       return 'key ' .. key .. ' is a ' .. got .. ', not a ' .. kind
     end

@@ -2,6 +2,7 @@ package throttle_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,9 @@ import (
 // TestLinesDispatchAsksAgain: a process's first Dispatch knows no keys of
 // the lines; its script serves none it was not given, asks for them, and
 // the next call, given them, gives the slots: each class its next (paced)
-// slot, in one Dispatch. A second Dispatch declares what it learned and asks nothing.
+// slot, in one Dispatch. A second Dispatch declares what it learned and
+// asks nothing. Grants left unclaimed lapse, and a new process's first
+// Dispatch asks for their logs and takes them back.
 func TestLinesDispatchAsksAgain(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
@@ -48,6 +51,17 @@ func TestLinesDispatchAsksAgain(t *testing.T) {
 			if !strings.HasPrefix(g.ID, "s") && !strings.HasPrefix(g.ID, "e") {
 				t.Errorf("grant of %q, not a task of the scene", g.ID)
 			}
+		}
+		// No grant is claimed: past `late` they lapse, and a new process's
+		// first Dispatch asks for their logs and takes them back.
+		time.Sleep(throttle.DefaultLinesLate + 100*time.Millisecond)
+		turn, err = l.Lines(throttle.LinesConfig{}).Dispatch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lapsedBy := redisNow(t, rdb) - throttle.DefaultLinesLate.Microseconds()
+		if n := rdb.ZCount(ctx, prefix+"{limits}qg", "-inf", strconv.FormatInt(lapsedBy, 10)).Val(); n > 0 || turn.Calls < 2 {
+			t.Errorf("after a new process's Dispatch (%d calls), %d grants lapsed and not taken back", turn.Calls, n)
 		}
 	})
 }
