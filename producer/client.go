@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/entrance"
 	"github.com/sluicehq/sluice/internal/keyspace"
+	"github.com/sluicehq/sluice/internal/layout"
 )
 
 // Client enqueues validated tasks on Redis. It is safe for concurrent use
@@ -23,6 +25,13 @@ type Client struct {
 	prefix  string
 	parking bool
 	parker  *parker // nil without parking
+
+	// layout gives a task without a queue its queue; read from Redis at
+	// the first enqueue that needs it.
+	layoutMu  sync.Mutex
+	layoutSet bool // layout and layoutErr are read
+	layout    layout.Layout
+	layoutErr error
 }
 
 // NewClient returns a Client that connects to Redis with r, for example an
@@ -65,6 +74,22 @@ func NewClientFromRedisClient(rdb redis.UniversalClient, opts ...ClientOption) *
 		c.parker = &parker{door: door, inspect: asynq.NewInspectorFromRedisClient(rdb), waits: map[string]time.Time{}}
 	}
 	return c
+}
+
+// readLayout returns the layout Redis names (layout.Default when none),
+// read once; a Redis that names a layout this Client cannot run is an
+// error at every call.
+func (c *Client) readLayout(ctx context.Context) (layout.Layout, error) {
+	c.layoutMu.Lock()
+	defer c.layoutMu.Unlock()
+	if !c.layoutSet {
+		err := layout.Check(ctx, c.rdb, c.prefix, layout.Default)
+		if err != nil && !errors.Is(err, layout.ErrOther) {
+			return layout.Layout{}, err // Redis did not answer: ask again next time
+		}
+		c.layoutSet, c.layout, c.layoutErr = true, layout.Default, err
+	}
+	return c.layout, c.layoutErr
 }
 
 // Close closes the Redis connection if NewClient made it; otherwise it does
@@ -138,8 +163,16 @@ func (c *Client) Enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Op
 	return c.enqueue(ctx, task, tenant, append(opts[:len(opts):len(opts)], asynq.MaxRetry(budget+1)))
 }
 
-// enqueue sends a validated task to Redis.
+// enqueue sends a validated task to Redis: on the queue the layout gives
+// it when it asks for one (HeaderQueue) and opts name none.
 func (c *Client) enqueue(ctx context.Context, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
+	if _, named := queueOf(opts); !named && task.Headers()[HeaderQueue] == QueueByLayout {
+		l, err := c.readLayout(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("producer: enqueue %s for tenant %q: %w", task.Type(), tenant, err)
+		}
+		opts = append([]asynq.Option{asynq.Queue(l.Queue(task.Type(), tenant))}, opts...)
+	}
 	var info *asynq.TaskInfo
 	var err error
 	if at, _ := TaskEnqueued(task); c.parker != nil && parkable(at, opts) && c.parker.waiting(ctx, task.Type()) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/layout"
 )
 
 // ErrInvalid is matched (errors.Is) by every error that reports bad input:
@@ -14,6 +16,11 @@ var ErrInvalid = errors.New("invalid task")
 // ErrInvalidConfig is matched by the error of every call of a Client made
 // with a bad option, such as a prefix with a brace (WithPrefix).
 var ErrInvalidConfig = errors.New("invalid client configuration")
+
+// ErrLayout is matched by the error of an enqueue, and of a worker's
+// start, when Redis names a layout (docs/SCALING.md) other than the one
+// this version runs: the error names both.
+var ErrLayout = layout.ErrOther
 
 // FieldError reports one field of a task that is wrong. It wraps ErrInvalid,
 // and errors.As finds it in the errors of this package.

@@ -25,6 +25,16 @@ const (
 	// was built for enqueueing, or the time asynq.ProcessAt or ProcessIn
 	// made it due. The worker's sluice_wait_seconds measures from it.
 	HeaderEnqueued = "sluice-enqueued"
+
+	// HeaderQueue is the task header that NewSMSTask and NewEmailTask set
+	// to QueueByLayout when they are given no asynq.Queue: the Client then
+	// enqueues the task on the queue the deployment's layout gives its
+	// type and tenant (docs/SCALING.md), unless Enqueue is given a queue.
+	// A task without it goes where its own options say, as in asynq.
+	HeaderQueue = "sluice-queue"
+
+	// QueueByLayout is HeaderQueue's value.
+	QueueByLayout = "layout"
 )
 
 // TaskTypes returns the task types of this package's tasks, in name
@@ -93,6 +103,9 @@ func newTask(typ, tenant string, m message, opts []asynq.Option) (*asynq.Task, e
 		headers[HeaderPriority] = strconv.Itoa(prio)
 	}
 	headers[HeaderEnqueued] = due(opts).UTC().Format(time.RFC3339Nano)
+	if _, ok := queueOf(opts); !ok {
+		headers[HeaderQueue] = QueueByLayout
+	}
 	return asynq.NewTaskWithHeaders(typ, payload, headers, append(opts, asynq.MaxRetry(budget+1))...), nil
 }
 
@@ -120,6 +133,18 @@ func due(opts []asynq.Option) time.Time {
 		return now
 	}
 	return at
+}
+
+// queueOf returns the queue the last asynq.Queue among opts names, and
+// whether there is one.
+func queueOf(opts []asynq.Option) (string, bool) {
+	q, ok := "", false
+	for _, opt := range opts {
+		if opt != nil && opt.Type() == asynq.QueueOpt {
+			q, ok = fmt.Sprint(opt.Value()), true
+		}
+	}
+	return q, ok
 }
 
 // TaskEnqueued returns the time task's HeaderEnqueued holds, and false

@@ -3,6 +3,7 @@ package producer_test
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,6 +31,9 @@ func TestNewTaskHeadersAndPayload(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			want := map[string]string{producer.HeaderTenant: "acme", producer.HeaderMaxRetry: tc.maxRetry}
+			if !slices.ContainsFunc(tc.opts, func(o asynq.Option) bool { return o != nil && o.Type() == asynq.QueueOpt }) {
+				want[producer.HeaderQueue] = producer.QueueByLayout
+			}
 
 			sms, err := producer.NewSMSTask("acme", goodSMS, tc.opts...)
 			if err != nil {

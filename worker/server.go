@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -31,12 +33,11 @@ type Config struct {
 	// Policies are the rules the worker enforces; required.
 	Policies *policies.File
 
-	// SMS and Email send the tasks; both are required. NewServer refuses
-	// a nil provider: the worker fetches both task types from its queues,
-	// and without a provider it could only archive the tasks of that type,
-	// after the limiter had counted them. provider.LogProvider logs instead of
-	// sending, and the task completes: for a type that no one enqueues, or
-	// that should not go out.
+	// SMS and Email send the tasks; at least one is required. The worker
+	// serves the queues of the task types it has a provider for, so a
+	// worker with only an SMS provider never fetches an email task.
+	// provider.LogProvider logs instead of sending, and the task
+	// completes: for a type that should not go out.
 	SMS   provider.SMSProvider
 	Email provider.EmailProvider
 
@@ -44,8 +45,12 @@ type Config struct {
 	// DefaultConcurrency.
 	Concurrency int
 
-	// Queues maps queue names to priorities, as asynq.Config.Queues; default
-	// {"default": 1}.
+	// Queues maps queue names to priorities, as asynq.Config.Queues. Nil
+	// means the queues of the types the worker has a provider for, as the
+	// layout names them (docs/SCALING.md), each at priority 1, and
+	// layout.Legacy ("default", where Sluice 0.x put every task) when it
+	// has a provider for every type. Queues given here may hold tasks of
+	// any type, so they need both providers.
 	Queues map[string]int
 
 	// ShutdownTimeout is how long Shutdown waits for running tasks before
@@ -91,6 +96,9 @@ type Server struct {
 	handler  asynq.Handler
 	throttle *Throttle
 	logger   *slog.Logger
+	prefix   string
+	queues   []string // asynq's, in name order
+	served   []string // the task types it has a provider for
 
 	allowEviction bool
 	// The warnings that Redis would not say its policy, and that it may
@@ -110,11 +118,8 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if cfg.Policies == nil || cfg.Policies.Current() == nil {
 		return nil, errors.New("worker: no policies")
 	}
-	if cfg.SMS == nil {
-		return nil, fmt.Errorf("worker: no SMS provider (Config.SMS): the worker would archive every %s task unsent", producer.TypeSMS)
-	}
-	if cfg.Email == nil {
-		return nil, fmt.Errorf("worker: no email provider (Config.Email): the worker would archive every %s task unsent", producer.TypeEmail)
+	if err := cfg.checkProviders(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	rdb.AddHook(SyncHook{})
@@ -152,6 +157,9 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		handler:  t.Middleware(Handler(sms, email)),
 		throttle: t,
 		logger:   cfg.Logger,
+		prefix:   cfg.Prefix,
+		queues:   slices.Sorted(maps.Keys(cfg.Queues)),
+		served:   cfg.served(),
 
 		allowEviction: cfg.AllowEviction,
 	}, nil
@@ -178,21 +186,63 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency
 	}
+	if c.Queues == nil {
+		c.Queues = map[string]int{}
+		for _, q := range layout.Default.Queues(c.served(), producer.TaskTypes()) {
+			c.Queues[q] = 1
+		}
+	}
 	return c
 }
 
+// served returns the task types c has a provider for.
+func (c Config) served() []string {
+	var types []string
+	if c.Email != nil {
+		types = append(types, producer.TypeEmail)
+	}
+	if c.SMS != nil {
+		types = append(types, producer.TypeSMS)
+	}
+	return types
+}
+
+// checkProviders refuses a Config that would fetch tasks it has no
+// provider for: the limiter would count them, and the worker archive them
+// unsent.
+func (c Config) checkProviders() error {
+	switch {
+	case c.SMS == nil && c.Email == nil:
+		return errors.New("worker: no provider (Config.SMS, Config.Email): the worker would have nothing to send")
+	case c.Queues == nil:
+		return nil
+	case c.SMS == nil:
+		return fmt.Errorf("worker: no SMS provider (Config.SMS), and Config.Queues names the queues: they may hold %s tasks, which the worker would archive unsent; leave Queues nil to serve only the queues of %s", producer.TypeSMS, producer.TypeEmail)
+	case c.Email == nil:
+		return fmt.Errorf("worker: no email provider (Config.Email), and Config.Queues names the queues: they may hold %s tasks, which the worker would archive unsent; leave Queues nil to serve only the queues of %s", producer.TypeEmail, producer.TypeSMS)
+	}
+	return nil
+}
+
 // observeProviders returns c's providers, wrapped so that c's observers,
-// when it has some, are told each answer.
-func (c Config) observeProviders() (provider.SMSProvider, provider.EmailProvider) {
+// when it has some, are told each answer; a nil one stays nil.
+func (c Config) observeProviders() (sms provider.SMSProvider, email provider.EmailProvider) {
+	sms, email = c.SMS, c.Email
 	if len(c.Observers) == 0 {
-		return c.SMS, c.Email
+		return sms, email
 	}
 	answer := func(e provider.Event) {
 		for _, o := range c.Observers {
 			o.ObserveProvider(e)
 		}
 	}
-	return provider.ObserveSMS("sms", c.SMS, answer), provider.ObserveEmail("email", c.Email, answer)
+	if sms != nil {
+		sms = provider.ObserveSMS("sms", sms, answer)
+	}
+	if email != nil {
+		email = provider.ObserveEmail("email", email, answer)
+	}
+	return sms, email
 }
 
 // onDecision returns the hook that gives each decision to c's observers,
@@ -234,12 +284,16 @@ func (c Config) errorHandler() asynq.ErrorHandler {
 }
 
 // Run refuses a Redis that may evict keys (ErrEvicting) unless
-// AllowEviction, then starts the server, runs until ctx is done, then
+// AllowEviction, and one that names another layout (CheckLayout), then
+// starts the server, runs until ctx is done, then
 // shuts down gracefully:
 // it stops fetching, waits up to ShutdownTimeout for running tasks, and
 // asynq puts back what did not finish.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.CheckEviction(ctx); err != nil {
+		return err
+	}
+	if err := s.CheckLayout(ctx); err != nil {
 		return err
 	}
 	if err := s.srv.Start(s.handler); err != nil {
@@ -254,14 +308,24 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// Unthrottled returns the task types the server handles
-// (producer.TaskTypes) that the policies in force enforce no rule for, in
-// name order: they have no rules, or only rules in shadow mode, so their
+// CheckLayout writes the layout this worker runs (layout.Default) when
+// Redis names none, and returns an error matching producer.ErrLayout,
+// naming both, when Redis names another (docs/SCALING.md).
+func (s *Server) CheckLayout(ctx context.Context) error {
+	return layout.Ensure(ctx, s.rdb, s.prefix, layout.Default)
+}
+
+// Queues returns the asynq queues the server serves, in name order.
+func (s *Server) Queues() []string { return slices.Clone(s.queues) }
+
+// Unthrottled returns the task types the server has a provider for that
+// the policies in force enforce no rule for, in name order: they have no
+// rules, or only rules in shadow mode, so their
 // tasks go to their provider whatever the limiter says. The worker command
 // warns of each as it starts.
 func (s *Server) Unthrottled() []string {
 	var out []string
-	for _, t := range producer.TaskTypes() {
+	for _, t := range s.served {
 		enforced := slices.ContainsFunc(s.policies.Current().Rules(t), func(r policies.Rule) bool { return !r.Shadow })
 		if !enforced {
 			out = append(out, t)

@@ -142,8 +142,11 @@ func TestNewServerRefuses(t *testing.T) {
 		change func(*worker.Config)
 		want   string
 	}{
-		{"no SMS provider", func(c *worker.Config) { c.SMS = nil }, "worker: no SMS provider (Config.SMS): the worker would archive every sms:send task unsent"},
-		{"no email provider", func(c *worker.Config) { c.Email = nil }, "worker: no email provider (Config.Email): the worker would archive every email:send task unsent"},
+		{"no provider", func(c *worker.Config) { c.SMS, c.Email = nil, nil }, "worker: no provider (Config.SMS, Config.Email): the worker would have nothing to send"},
+		{"no SMS provider, queues named", func(c *worker.Config) { c.SMS, c.Queues = nil, map[string]int{"q": 1} },
+			"worker: no SMS provider (Config.SMS), and Config.Queues names the queues: they may hold sms:send tasks, which the worker would archive unsent; leave Queues nil to serve only the queues of email:send"},
+		{"no email provider, queues named", func(c *worker.Config) { c.Email, c.Queues = nil, map[string]int{"q": 1} },
+			"worker: no email provider (Config.Email), and Config.Queues names the queues: they may hold email:send tasks, which the worker would archive unsent; leave Queues nil to serve only the queues of sms:send"},
 		{"no policies", func(c *worker.Config) { c.Policies = nil }, "worker: no policies"},
 	}
 	for _, tc := range cases {
@@ -156,6 +159,35 @@ func TestNewServerRefuses(t *testing.T) {
 				t.Errorf("NewServer = %v, %v; want the error %q", srv, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestServerQueues: a Server given no queues serves those of the types it
+// has a provider for, and default (Sluice 0.x's) with both.
+func TestServerQueues(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	p, err := policies.Parse(t.Name(), []byte(perHour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		sms   provider.SMSProvider
+		email provider.EmailProvider
+		want  []string
+	}{
+		{provider.LogProvider{}, provider.LogProvider{}, []string{"default", "email:send", "sms:send"}},
+		{provider.LogProvider{}, nil, []string{"sms:send"}},
+		{nil, provider.LogProvider{}, []string{"email:send"}},
+	}
+	for _, tc := range cases {
+		srv, err := worker.NewServer(rdb, worker.Config{Policies: policies.Static(p), SMS: tc.sms, Email: tc.email})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.Queues(); !slices.Equal(got, tc.want) {
+			t.Errorf("queues %v, want %v", got, tc.want)
+		}
 	}
 }
 

@@ -31,9 +31,10 @@ Enqueues the tasks of FILE ("-" for standard input), one JSON object a line:
 type is sms or email; tenant, to and body are required, subject too for
 email, and from is optional. Optional for both: id (a task ID: a second task
 with the same ID in the queue is refused, so a file with IDs is safe to send
-again), queue (default --queue), max_retry (default 25), priority (1, the
-most urgent, to 5; default 3), and process_in (a
-duration such as "90s") or process_at (RFC 3339). Blank lines are skipped,
+again), queue (default --queue, or else the task type's: sms:send or
+email:send), max_retry (default 25), priority (1, the most urgent, to 5;
+default 3), and process_in (a duration such as "90s") or process_at (RFC
+3339). Blank lines are skipped,
 CRLF line endings accepted, unknown fields refused; a line holds at most
 1 MiB, and a task's payload (its JSON as stored) at most 512 KiB.
 
@@ -55,7 +56,7 @@ const maxListed = 10
 func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
 	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
-	queue := fs.String("queue", "default", "asynq queue of the lines without one")
+	queue := fs.String("queue", "", "asynq queue of the lines without one; default: each task type's, as the deployment's layout names it")
 	prefix := fs.String("prefix", keyspace.DefaultPrefix, prefixHelp)
 	skipInvalid := fs.Bool("skip-invalid", false, "enqueue the valid lines even when some are invalid")
 	if code, ok := parseFlags(fs, args, bulkSynopsis, stdout, stderr, "FILE"); !ok {
@@ -65,7 +66,7 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case fs.NArg() == 0:
 		fmt.Fprintln(stderr, "enqueue: bulk needs FILE, or - for standard input, after the flags (see --help)")
 		return 2
-	case producer.ValidateQueue(*queue) != nil:
+	case *queue != "" && producer.ValidateQueue(*queue) != nil:
 		fmt.Fprintf(stderr, "enqueue: --queue: %v\n", producer.ValidateQueue(*queue))
 		return 2
 	}
@@ -147,7 +148,7 @@ func (b *bulk) reject(line int, format string, args ...any) {
 // check reads and checks every line of src, keeping no task. Its error
 // says why the input could not be read, or that ctx ended the read.
 func (b *bulk) check(ctx context.Context, src *source) error {
-	read := func(line int, _ *asynq.Task, opts []asynq.Option, err error) error {
+	read := func(line int, task *asynq.Task, opts []asynq.Option, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -160,7 +161,7 @@ func (b *bulk) check(ctx context.Context, src *source) error {
 			return nil
 		}
 		if id := optString(opts, asynq.TaskIDOpt, ""); id != "" {
-			q := optString(opts, asynq.QueueOpt, b.queue)
+			q := queueOf(optString(opts, asynq.QueueOpt, b.queue), task)
 			key := newIDKey(q, id)
 			if first, ok := b.ids[key]; ok {
 				b.reject(line, "id %q is the id of line %d too, in queue %s", id, first, q)
@@ -224,7 +225,10 @@ func (b *bulk) enqueueAll(ctx context.Context, pc *producer.Client, in io.Reader
 			return nil
 		}
 		// The line's own options come last, so that they win.
-		_, err := pc.Enqueue(ctx, task, append([]asynq.Option{asynq.Queue(b.queue)}, opts...)...)
+		if b.queue != "" {
+			opts = append([]asynq.Option{asynq.Queue(b.queue)}, opts...)
+		}
+		_, err := pc.Enqueue(ctx, task, opts...)
 		done++
 		switch {
 		case err == nil:
@@ -232,7 +236,7 @@ func (b *bulk) enqueueAll(ctx context.Context, pc *producer.Client, in io.Reader
 		case errors.Is(err, asynq.ErrTaskIDConflict):
 			bar.clear()
 			b.reject(line, "id %q is taken: queue %s already has a task with this id",
-				optString(opts, asynq.TaskIDOpt, ""), optString(opts, asynq.QueueOpt, b.queue))
+				optString(opts, asynq.TaskIDOpt, ""), queueOf(optString(opts, asynq.QueueOpt, b.queue), task))
 		default:
 			bar.clear()
 			done--

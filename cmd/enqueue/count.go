@@ -30,7 +30,10 @@ type countRun struct {
 // task after it too: one line says why, one where it stopped.
 func (c countRun) enqueue(ctx context.Context, pc *producer.Client) (enqueued, notEnqueued int) {
 	for i := 1; i <= c.count; i++ {
-		opts := []asynq.Option{asynq.Queue(c.queue)}
+		var opts []asynq.Option
+		if c.queue != "" {
+			opts = append(opts, asynq.Queue(c.queue))
+		}
 		id := c.taskID(i)
 		if id != "" {
 			opts = append(opts, asynq.TaskID(id))
@@ -44,7 +47,7 @@ func (c countRun) enqueue(ctx context.Context, pc *producer.Client) (enqueued, n
 			}
 			continue
 		case errors.Is(err, asynq.ErrTaskIDConflict):
-			fmt.Fprintf(c.stderr, "enqueue: task %d: id %q is taken: queue %s already has a task with this id\n", i, id, c.queue)
+			fmt.Fprintf(c.stderr, "enqueue: task %d: id %q is taken: queue %s already has a task with this id\n", i, id, queueOf(c.queue, c.task))
 			notEnqueued++
 			continue
 		}

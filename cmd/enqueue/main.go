@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/keyspace"
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/producer"
 )
@@ -98,7 +99,7 @@ func connect(ctx context.Context, url, prefix string) (*producer.Client, func(),
 func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("enqueue", flag.ContinueOnError) // the errors' prefix (see parseFlags)
 	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
-	queue := fs.String("queue", "default", "asynq queue")
+	queue := fs.String("queue", "", "asynq queue; default: the task type's, as the deployment's layout names it")
 	prefix := fs.String("prefix", keyspace.DefaultPrefix, prefixHelp)
 	tenant := fs.String("tenant", "", "tenant id")
 	to := fs.String("to", "", "recipient: E.164 number (sms) or address (email)")
@@ -150,7 +151,7 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	c := countRun{task: task, count: *count, queue: *queue, id: *id, stdout: stdout, stderr: stderr}
 	enqueued, notEnqueued := c.enqueue(ctx, pc)
 	if *count > 1 {
-		fmt.Fprintf(stdout, "enqueued %d of %d %s tasks for tenant %s on queue %s\n", enqueued, *count, kind, *tenant, *queue)
+		fmt.Fprintf(stdout, "enqueued %d of %d %s tasks for tenant %s on queue %s\n", enqueued, *count, kind, *tenant, queueOf(*queue, task))
 	}
 	if notEnqueued > 0 {
 		return 1
@@ -159,9 +160,22 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 }
 
 // checkTaskFlags checks --max-retry and --queue, for a usage error.
+// queueOf returns the queue a task goes to: explicit, when not empty, or
+// the one the layout gives its type and tenant. This version runs one
+// layout, layout.Default, which the producer checks in Redis.
+func queueOf(explicit string, task *asynq.Task) string {
+	if explicit != "" {
+		return explicit
+	}
+	return layout.Default.Queue(task.Type(), task.Headers()[producer.HeaderTenant])
+}
+
 func checkTaskFlags(maxRetry int, queue string) error {
 	if maxRetry < 0 {
 		return fmt.Errorf("--max-retry %d: must be 0 or more", maxRetry)
+	}
+	if queue == "" {
+		return nil
 	}
 	if err := producer.ValidateQueue(queue); err != nil {
 		return fmt.Errorf("--queue: %w", err)

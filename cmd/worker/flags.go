@@ -51,7 +51,7 @@ func newFlags() *flags {
 	f.smtpUser = fs.String("smtp-user", "", "SMTP `username` for AUTH PLAIN; the password comes from SLUICE_SMTP_PASSWORD or SLUICE_SMTP_PASSWORD_FILE")
 	fs.TextVar(&f.smtpStartTLS, "smtp-starttls", provider.StartTLSRequire, "STARTTLS `mode`: require, opportunistic (only if offered) or off")
 	f.concurrency = fs.Int("concurrency", worker.DefaultConcurrency, "tasks run at once in this process")
-	f.queues = fs.String("queues", "default=1", "queues and priorities, `name=prio,...`")
+	f.queues = fs.String("queues", "", "queues and priorities, `name=prio,...`; default: the queues of the task types the worker has a provider for, and default when it has both")
 	f.prefix = fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys")
 	f.checkInterval = fs.Duration("check-interval", worker.DefaultCheckInterval, "how often due retries move to their queue")
 	f.fetchInterval = fs.Duration("fetch-interval", worker.DefaultFetchInterval, "how often an idle worker looks for tasks in its empty queues")
@@ -157,7 +157,8 @@ func (f *flags) holdScope() (worker.HoldScope, error) {
 }
 
 // providers returns the SMS and email providers the flags and the secrets
-// choose; it refuses none, two, and settings of a provider not chosen.
+// choose; it refuses none at all, two for a type, settings of a provider
+// not chosen, and --queues without both (the queues may hold either type).
 func (f *flags) providers(logger *slog.Logger) (provider.SMSProvider, provider.EmailProvider, error) {
 	sms, err := f.smsProvider(logger)
 	if err != nil {
@@ -167,12 +168,12 @@ func (f *flags) providers(logger *slog.Logger) (provider.SMSProvider, provider.E
 	switch {
 	case err != nil:
 		return nil, nil, err
-	case sms == nil:
-		return nil, nil, cli.Usagef("no SMS provider: set --sms-webhook URL (SLUICE_SMS_WEBHOOK), or --sms-log to log SMS instead; "+
-			"without one the worker would archive every %s task unsent", producer.TypeSMS)
-	case email == nil:
-		return nil, nil, cli.Usagef("no email provider: set --smtp-addr HOST:PORT (SLUICE_SMTP_ADDR), or --email-log to log email instead; "+
-			"without one the worker would archive every %s task unsent", producer.TypeEmail)
+	case sms == nil && email == nil:
+		return nil, nil, cli.Usagef("no provider: set --sms-webhook URL (SLUICE_SMS_WEBHOOK) or --sms-log for SMS, " +
+			"--smtp-addr HOST:PORT (SLUICE_SMTP_ADDR) or --email-log for email, or both")
+	case *f.queues != "" && (sms == nil || email == nil):
+		return nil, nil, cli.Usagef("--queues names the queues, which may hold %s and %s tasks alike: it needs a provider for each "+
+			"(without --queues the worker serves only the queues of the types it has a provider for)", producer.TypeSMS, producer.TypeEmail)
 	}
 	return sms, email, nil
 }
@@ -231,8 +232,11 @@ func (f *flags) isSet(name string) bool {
 	return set
 }
 
-// parseQueues reads "name=prio,name=prio".
+// parseQueues reads "name=prio,name=prio"; nil for "" (the default).
 func parseQueues(s string) (map[string]int, error) {
+	if s == "" {
+		return nil, nil
+	}
 	qs := map[string]int{}
 	for _, part := range strings.Split(s, ",") {
 		name, prio, ok := strings.Cut(strings.TrimSpace(part), "=")

@@ -32,6 +32,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/sluicehq/sluice/internal/cli"
@@ -49,10 +50,11 @@ Runs a Sluice worker: each task asks the limiter for every rule of the
 policies file that applies to it, and a denied task comes back when a slot
 frees. A flag shown with a variable can also be set from the environment.
 
-The worker fetches SMS and email tasks alike from its queues, so it needs
-a provider for each: --sms-webhook or --sms-log, and --smtp-addr or
---email-log. Without one it does not start (exit 2), rather than archive
-that type's tasks unsent.
+The worker serves the queues of the task types it has a provider for:
+--sms-webhook or --sms-log for SMS, --smtp-addr or --email-log for email.
+With both it also serves the queue default, where Sluice 0.x put every
+task. Without any it does not start (exit 2); --queues, which may name
+queues holding either type, needs both.
 
 Exit status: 0 after a clean shutdown; 1 when Redis, the policies file or
 the worker failed; 2 for a usage error (a bad flag or value, an argument
@@ -146,13 +148,16 @@ func run(ctx context.Context, args []string) int {
 	if err := w.srv.CheckEviction(ctx); err != nil {
 		return fail(err)
 	}
+	if err := w.srv.CheckLayout(ctx); err != nil {
+		return fail(err)
+	}
 	reloadOnHUP(cfg.Policies, w.srv.Unthrottled, logger)()
 
 	// The first line says what the worker enforces; a warning for each
 	// task type left unthrottled and the operations server's line follow.
 	logger.Info("worker started", "redis", redisconn.Describe(*f.redisURL), "enforces", cfg.Policies.Current().Summary(),
 		"sms", providerName(cfg.SMS), "email", providerName(cfg.Email),
-		"concurrency", cfg.Concurrency, "queues", *f.queues, "max_hold", cfg.MaxHold, "provider_hold", *f.providerHold, "max_provider_hold", cfg.MaxProviderHold,
+		"concurrency", cfg.Concurrency, "queues", strings.Join(w.srv.Queues(), ","), "max_hold", cfg.MaxHold, "provider_hold", *f.providerHold, "max_provider_hold", cfg.MaxProviderHold,
 		"fairness", *f.fairness,
 		"decision_timeout", cfg.DecisionTimeout, "fail_open", *f.failOpen, "metrics_addr", *f.metricsAddr)
 	warnUnthrottled(logger, w.srv.Unthrottled())

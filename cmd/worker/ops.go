@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -63,7 +62,7 @@ func newWorker(rdb redis.UniversalClient, cfg worker.Config, ops net.Listener, t
 	page, err := status.Page(rdb, status.PageConfig{
 		Policies: cfg.Policies,
 		Activity: activity,
-		Queues:   slices.Collect(maps.Keys(cfg.Queues)),
+		Queues:   srv.Queues(),
 		Prefix:   cfg.Prefix,
 		Lines:    srv.Lines(),
 		Refused:  srv.Refused,

@@ -50,3 +50,7 @@ func CheckPrefix(prefix string) error {
 // LinesBase is the start of every key of the fair lines under prefix:
 // "<prefix>{<DefaultGroup>}".
 func LinesBase(prefix string) string { return prefix + "{" + Encode(DefaultGroup) + "}" }
+
+// LayoutKey is the key that names the layout of the deployment under
+// prefix (package layout): "<prefix>{<DefaultGroup>}layout".
+func LayoutKey(prefix string) string { return LinesBase(prefix) + "layout" }

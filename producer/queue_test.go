@@ -1,0 +1,94 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/keyspace"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/producer"
+)
+
+// TestDefaultQueue: a task given no queue goes to its type's queue; one
+// given a queue, when built or when enqueued, keeps it, the last given
+// winning as in asynq. On a Redis of its own, as the type queues are
+// shared names.
+func TestDefaultQueue(t *testing.T) {
+	t.Parallel()
+	opt, err := redis.ParseURL(redistest.Own(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	c := producer.NewClientFromRedisClient(rdb)
+	sms := producer.SMS{To: "+15551234567", Body: "hi"}
+	built, err := producer.NewSMSTask("acme", sms, asynq.Queue("built"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := producer.NewEmailTask("acme", producer.Email{To: "ada@example.com", Subject: "s", Body: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		enqueue func() (*asynq.TaskInfo, error)
+		want    string
+	}{
+		{"sms", func() (*asynq.TaskInfo, error) { return c.EnqueueSMS(ctx, "acme", sms) }, producer.TypeSMS},
+		{"email", func() (*asynq.TaskInfo, error) { return c.Enqueue(ctx, plain) }, producer.TypeEmail},
+		{"sms with a queue", func() (*asynq.TaskInfo, error) { return c.EnqueueSMS(ctx, "acme", sms, asynq.Queue("mine")) }, "mine"},
+		{"built with a queue", func() (*asynq.TaskInfo, error) { return c.Enqueue(ctx, built) }, "built"},
+		{"built with one, enqueued with another", func() (*asynq.TaskInfo, error) { return c.Enqueue(ctx, built, asynq.Queue("later")) }, "later"},
+		{"email enqueued with a queue", func() (*asynq.TaskInfo, error) { return c.Enqueue(ctx, plain, asynq.Queue("later")) }, "later"},
+	}
+	for _, tc := range cases {
+		info, err := tc.enqueue()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if info.Queue != tc.want { // the type's queue is layout.Default's
+			t.Errorf("%s: queue %q, want %q", tc.name, info.Queue, tc.want)
+		}
+	}
+	if got, ok := built.Headers()[producer.HeaderQueue]; ok {
+		t.Errorf("a task built with asynq.Queue(built) has %s %q, want none", producer.HeaderQueue, got)
+	}
+	if got := plain.Headers()[producer.HeaderQueue]; got != producer.QueueByLayout {
+		t.Errorf("a task built without a queue has %s %q, want %q", producer.HeaderQueue, got, producer.QueueByLayout)
+	}
+	byHand := asynq.NewTaskWithHeaders(producer.TypeSMS, []byte(`{"to":"+15551234567","body":"hi"}`),
+		map[string]string{producer.HeaderTenant: "acme", producer.HeaderMaxRetry: "0"})
+	if info, err := c.Enqueue(ctx, byHand); err != nil || info.Queue != "default" {
+		t.Errorf("a task built by hand without %s: %v, %v; want it on asynq's default queue, as its options say", producer.HeaderQueue, info, err)
+	}
+}
+
+// TestRefusesAnotherLayout: a Client whose Redis names a layout it cannot
+// run enqueues nothing and says so; an explicit queue needs no layout.
+func TestRefusesAnotherLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	if err := rdb.Set(ctx, keyspace.LayoutKey(prefix), "shards=4", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
+	for range 2 { // refused again, not only the first time
+		_, err := c.EnqueueSMS(ctx, "acme", producer.SMS{To: "+15551234567", Body: "hi"})
+		if !errors.Is(err, producer.ErrLayout) || !strings.Contains(err.Error(), "shards=4") {
+			t.Fatalf("enqueue under layout shards=4: %v, want producer.ErrLayout naming it", err)
+		}
+	}
+	q := redistest.Queue(t, rdb)
+	if _, err := c.EnqueueSMS(ctx, "acme", producer.SMS{To: "+15551234567", Body: "hi"}, asynq.Queue(q)); err != nil {
+		t.Fatalf("enqueue on queue %s: %v", q, err)
+	}
+}
