@@ -54,7 +54,8 @@ bench:
 # arguments of redis.call; BenchmarkArrivalGuards, the fair lines'
 # admission with and without the reads that guard it; and
 # BenchmarkLineSpan, a denial in the first come, first served line with
-# and without the search's span count.
+# and without the search's span count; BenchmarkIdleQueues, what an idle
+# worker costs its Redis per queue it serves (docs/SCALING.md).
 bench-go:
 	$(GO) test -run '^$$' -bench '^Benchmark(Allow|MemoryPerUnit)$$' -benchtime 2s ./throttle
 	cd bench && $(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
@@ -62,3 +63,4 @@ bench-go:
 	cd bench && $(GO) test -run '^$$' -bench ScriptArguments -count 3 ./internal/bench
 	$(GO) test -run '^$$' -bench ArrivalGuards -count 3 ./throttle
 	$(GO) test -run '^$$' -bench LineSpan -count 3 ./throttle
+	$(GO) test -run '^$$' -bench IdleQueues -benchtime 1x ./worker

@@ -44,7 +44,7 @@ func (ls *Lines) Waits(ctx context.Context, class string) (bool, error) {
 	if ls.l.err != nil {
 		return false, ls.l.err
 	}
-	w, err := entrance.New(ls.l.rdb, ls.base(encodeKeyPart(DefaultGroup))).Waits(ctx, class)
+	w, err := entrance.New(ls.l.rdb, ls.base(ls.group())).Waits(ctx, class)
 	if err != nil {
 		return false, fmt.Errorf("throttle: does %s wait in the lines: %w", class, err)
 	}
@@ -67,7 +67,7 @@ func (ls *Lines) Enter(ctx context.Context, entries ...Entry) error {
 			return fmt.Errorf("throttle: enter %s in the lines: %w: priority %d is not %d to %d", e.ID, ErrInvalidPolicy, e.Priority, MostUrgent, LeastUrgent)
 		}
 	}
-	if err := entrance.New(ls.l.rdb, ls.base(encodeKeyPart(DefaultGroup))).Enter(ctx, entries...); err != nil {
+	if err := entrance.New(ls.l.rdb, ls.base(ls.group())).Enter(ctx, entries...); err != nil {
 		return fmt.Errorf("throttle: %w", err)
 	}
 	return nil

@@ -18,6 +18,7 @@ type Limiter struct {
 	rdb           redis.UniversalClient
 	prefix        string
 	group         func(key string) string
+	linesGroup    string // the group of the Lines: DefaultGroup, or InGroup's
 	lineTolerance time.Duration
 	batch         *batcher // nil: one script call per decision
 	err           error    // set by a bad configuration; returned by every call
@@ -65,6 +66,20 @@ func WithGroup(group func(key string) string) Option {
 	})
 }
 
+// InGroup returns a Limiter that shares l's client, prefix and settings
+// and puts every key in group g, whose fair lines its Lines serve: with a
+// layout of shards, the Limiter of one shard (docs/SCALING.md). An empty g
+// gives a Limiter whose every call fails with ErrInvalidConfig.
+func (l *Limiter) InGroup(g string) *Limiter {
+	c := *l
+	if g == "" && c.err == nil {
+		c.err = fmt.Errorf("throttle: %w: InGroup(\"\")", ErrInvalidConfig)
+	}
+	c.group = func(string) string { return g }
+	c.linesGroup = g
+	return &c
+}
+
 // DefaultLineTolerance is how late a caller in line may come back and still
 // be admitted as of its place, unless WithLineTolerance says otherwise.
 const DefaultLineTolerance = 10 * time.Millisecond
@@ -96,6 +111,7 @@ func NewLimiter(rdb redis.UniversalClient, opts ...Option) *Limiter {
 		rdb:           rdb,
 		prefix:        DefaultPrefix,
 		group:         func(string) string { return DefaultGroup },
+		linesGroup:    DefaultGroup,
 		lineTolerance: DefaultLineTolerance,
 	}
 	WithBatching(nil).apply(l)

@@ -220,9 +220,9 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if group != encodeKeyPart(DefaultGroup) {
-		// Dispatch, Waiting and Refresh serve the default group's lines.
-		return fail(fmt.Errorf("%w: the fair lines need every key in the default group, %s, not %s", ErrInvalidConfig, DefaultGroup, group))
+	if group != ls.group() {
+		// Dispatch, Waiting and Refresh serve the lines' own group.
+		return fail(fmt.Errorf("%w: the fair lines need every key in their group, %s, not %s", ErrInvalidConfig, ls.group(), group))
 	}
 	own := lua.Arrival{Class: encodeKeyPart(a.Class), Level: a.Priority, Tenant: a.Tenant, Weight: a.Weight,
 		Queue: a.Queue, ID: a.ID, Rules: rules}
@@ -238,7 +238,7 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 }
 
 // Dispatch gives the slots due to parked tasks of every class of the
-// default group, fairly, and says when to call again. With
+// lines' group, fairly, and says when to call again. With
 // LinesConfig.Rules, it first takes in the tasks parked at enqueue. With
 // an error, the Turn holds the grants its first calls gave, if any: move
 // them still.
@@ -246,7 +246,7 @@ func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 	if ls.l.err != nil {
 		return Turn{}, ls.l.err
 	}
-	group := encodeKeyPart(DefaultGroup)
+	group := ls.group()
 	in, extra, n, ierr := ls.entering(ctx, group)
 	damaged := redis.Error(nil)
 	if ierr != nil && !errors.As(ierr, &damaged) {
@@ -294,7 +294,7 @@ func (ls *Lines) Drop(ctx context.Context, id string) error {
 	if ls.l.err != nil {
 		return ls.l.err
 	}
-	group := encodeKeyPart(DefaultGroup)
+	group := ls.group()
 	fail := func(err error) error { return fmt.Errorf("throttle: drop %s from the lines: %w", id, err) }
 	for again := 0; ; again++ {
 		keys, args, err := ls.dropLook(ctx, group, id)
@@ -375,7 +375,7 @@ func (ls *Lines) Wake(ctx context.Context, class string) error {
 	if ls.l.err != nil {
 		return ls.l.err
 	}
-	group := encodeKeyPart(DefaultGroup)
+	group := ls.group()
 	if _, err := ls.runKeys(ctx, ls.scripts.Wake, group, []string{ls.base(group) + "qb:" + encodeKeyPart(class)}, encodeKeyPart(class)); err != nil {
 		return fmt.Errorf("throttle: wake the lines of %s: %w", class, err)
 	}
@@ -392,7 +392,7 @@ func (ls *Lines) Granted(ctx context.Context, id string) (bool, error) {
 	if ls.l.err != nil {
 		return false, ls.l.err
 	}
-	group := encodeKeyPart(DefaultGroup)
+	group := ls.group()
 	t, err := ls.run(ctx, ls.scripts.Granted, group, id)
 	if err != nil {
 		return false, fmt.Errorf("throttle: is %s granted: %w", id, err)
@@ -439,7 +439,7 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 		W float64  `json:"w"`
 		R []string `json:"r"`
 	}
-	group := encodeKeyPart(DefaultGroup)
+	group := ls.group()
 	base := ls.base(group)
 	var keys []string
 	records, blocked := map[string]int{}, map[string]int{} // class -> its index in KEYS
@@ -482,7 +482,7 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 // algorithm, 1 if shared else 0: lua/lines_head.lua), and their group.
 func (ls *Lines) rules(lc []LineCheck) ([]string, string, error) {
 	if len(lc) == 0 {
-		return nil, encodeKeyPart(DefaultGroup), nil
+		return nil, ls.group(), nil
 	}
 	checks := make([]Check, len(lc))
 	for i, c := range lc {
@@ -509,6 +509,10 @@ func (ls *Lines) settings(group string) lua.LinesSettings {
 	return lua.LinesSettings{Base: ls.base(group), Lead: ls.cfg.Lead, Tolerance: ls.l.lineTolerance,
 		MostGrants: ls.cfg.MaxGrants, Reserve: ls.cfg.Reserve, Late: ls.cfg.Late}
 }
+
+// group is the encoded group of the lines: DefaultGroup, or the one of
+// Limiter.InGroup.
+func (ls *Lines) group() string { return encodeKeyPart(ls.l.linesGroup) }
 
 // base is the start of every key of the lines of group: the limiter's
 // prefix and hash tag.

@@ -79,7 +79,7 @@ func (ls *Lines) ResetLines(ctx context.Context, class string) (ClassLines, erro
 	fail := func(err error) (ClassLines, error) {
 		return ClassLines{}, fmt.Errorf("throttle: reset the lines of %s: %w", class, err)
 	}
-	group := encodeKeyPart(DefaultGroup)
+	group := ls.group()
 	for range resetTries {
 		f, err := ls.findClass(ctx, class)
 		if err != nil {
@@ -120,7 +120,7 @@ type foundClass struct {
 
 // findClass finds the keys, tasks and places of class's lines.
 func (ls *Lines) findClass(ctx context.Context, class string) (*foundClass, error) {
-	group := encodeKeyPart(DefaultGroup)
+	group := ls.group()
 	f := &foundClass{ClassLines: ClassLines{Class: class}, base: ls.base(group), class: encodeKeyPart(class),
 		flows: map[string]bool{}, places: map[string][]string{}}
 	rdb := ls.l.rdb

@@ -25,7 +25,7 @@ type WaitingFlow struct {
 // checks.
 const ShareSpan = 5 * time.Second
 
-// Waiting returns the flows of the default group that have tasks waiting,
+// Waiting returns the flows of the lines' group that have tasks waiting,
 // at most most of them (at most MaxFlows), with their lines and recent
 // grants. It only reads: the classes that wait, then one script call, given
 // their keys, whose Redis time grows with most: a page that shows them
@@ -37,7 +37,7 @@ func (ls *Lines) Waiting(ctx context.Context, most int) ([]WaitingFlow, error) {
 	fail := func(err error) ([]WaitingFlow, error) {
 		return nil, fmt.Errorf("throttle: read the waiting flows: %w", err)
 	}
-	group := encodeKeyPart(DefaultGroup)
+	group := ls.group()
 	most = min(max(most, 1), MaxFlows)
 	s := ls.settings(group)
 	classes, err := ls.l.rdb.ZRange(ctx, s.Base+"qw", 0, -1).Result()

@@ -25,7 +25,7 @@ func (ls *Lines) publishWake(ctx context.Context, group string) error {
 	return nil
 }
 
-// Wakeups subscribes to the wake-ups of the default group's lines, which
+// Wakeups subscribes to the wake-ups of the lines of its group, which
 // Wake, Refresh and Drop publish (in any process), and returns a channel
 // that receives after each one (several close together may come as one),
 // and a function that ends the subscription. A dispatch loop waits on it
@@ -35,7 +35,7 @@ func (ls *Lines) Wakeups(ctx context.Context) (<-chan struct{}, func() error, er
 	if ls.l.err != nil {
 		return nil, nil, ls.l.err
 	}
-	ps := ls.l.rdb.Subscribe(ctx, ls.wakeChannel(encodeKeyPart(DefaultGroup)))
+	ps := ls.l.rdb.Subscribe(ctx, ls.wakeChannel(ls.group()))
 	if _, err := ps.Receive(ctx); err != nil {
 		_ = ps.Close()
 		return nil, nil, fmt.Errorf("throttle: subscribe to the lines' wake-ups: %w", err)
