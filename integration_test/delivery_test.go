@@ -218,7 +218,7 @@ tasks:
       window: 1s
 `)
 	procs := startWorkers(t, 3, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
-		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "8", "--log-level", "warn")
+		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "8", "--log-level", "debug")
 
 	tasks := enqueueDeliveryTasks(t, rdb, queue)
 	start := time.Now()
@@ -251,6 +251,8 @@ tasks:
 
 	checkDeliveryWindows(t, sink, window)
 	checkRetryAfterHonoured(t, sink)
+	stopRest(t, procs, terminated)
+	checkHistory(t, len(got), procs...)
 
 	// Permanent failures are archived with the provider's message, and the
 	// throttled MaxRetry(0) tasks were not.

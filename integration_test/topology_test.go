@@ -116,7 +116,7 @@ tasks:
 	// The backlog first, so that the limits bind from the first task.
 	want := enqueueThrough(t, enqueueBin, url, queue, perTenant)
 	procs := startWorkers(t, 2, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
-		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "4", "--log-level", "warn")
+		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "4", "--log-level", "debug")
 
 	deadline := time.Now().Add(20 * time.Second)
 	for n := 0; n < len(want); n = len(sink.receipts()) {
@@ -141,6 +141,7 @@ tasks:
 	stopWorkers(t, procs...)
 
 	checkThrough(t, sink.receipts(), want, tenantMax, globalMax)
+	checkHistory(t, len(want), procs...)
 	info, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(queue)
 	if err != nil {
 		t.Fatal(err)

@@ -13,14 +13,16 @@ ARGV[11]  queue       ARGV[12]  task id
 ARGV[13+6i] .. ARGV[18+6i]  rule i (from 0): key, limit, window us, cost,
           algorithm, shared (lines_head.lua)
 
-Reply: the bare integer 1 when admitted at once by the first common case;
-else {outcome, wait, -1, by, queue1, id1, ...}:
+Reply: the bare integer now (us) when admitted at once by the first common
+case; else {outcome, wait, -1, by, queue1, id1, ...}:
   outcome  1 admitted now; 2 given a place `wait` us from now (wait, then
            send); 3 parked (wait 0)
   by       parked: the rule (1-based) it waits for, the one that frees last
            or the first shared one; else 0
   queue, id  parked tasks given a grant, to move to the front of their
-           queues; a pair whose queue is "" says what Redis refused
+           queues; a pair whose queue is "" says what Redis refused, and
+           for outcomes 1 and 2 the pair ("\1", at) the time its entries
+           stand at, us
 ]]
 -- #include lines_head.lua
 local class, level, tenant = ARGV[7], tonumber(ARGV[8]), ARGV[9]
@@ -71,7 +73,7 @@ if not known and allLogs and not wakeAt and
         redis.call('PEXPIRE', key, ttl, 'GT')
       end
     end
-    return 1
+    return now
   end
 end
 
@@ -244,6 +246,17 @@ local function ownFlow()
   return own
 end
 
+-- admitted replies Admitted (1), or Placed (2) until its place, for a task
+-- whose entries stand at `at`, given as the pair ('\1', at): the record of
+-- its admission (docs/SCALING.md, "The history checker").
+local function admitted(at)
+  out[#out + 1], out[#out + 2] = '\1', at
+  if at == now then
+    return reply(1, 0)
+  end
+  return reply(2, math.max(0, at - now))
+end
+
 local task = known and cjson.decode(known)
 if task and task.s == 'G' and task.r ~= redis.sha1hex(rulesText) then
   -- A grant given under other rules than the task brings (a reload, or a
@@ -269,10 +282,7 @@ elseif task and task.s == 'G' then
   if at and not unplace(rules, id, at) then
     redis.call('HDEL', ktasks, id)
     redis.call('ZREM', kgrants, id)
-    if at == now then
-      return reply(1, 0)
-    end
-    return reply(2, math.max(0, at - now))
+    return admitted(at)
   end
   if at then
     -- A window had lost a place (a reset): the admission stands, and the
@@ -291,7 +301,7 @@ elseif not task then
     local ownAt, sharedAt = earliest({class = class, rules = rules}, now)
     if ownAt == now and sharedAt == now then
       record(rules, id, now, true)
-      return reply(1, 0)
+      return admitted(now)
     end
   end
   local seq = lineAdd(class, level, tenant, queue, id)
@@ -343,10 +353,7 @@ if stopped then
   end
 end
 if mine then
-  if mine == now then
-    return reply(1, 0)
-  end
-  return reply(2, mine - now)
+  return admitted(mine)
 end
 -- Parked: name the rule it waits for.
 local by, latest = 0, now

@@ -17,8 +17,9 @@ claim's in arrive.lua (movable): p is less than a window ago, and the
 members in (p, now + window), plus the cost, are within the limit. The key
 then lives at least a window past now.
 
-Reply: 1 when the members stand at now (or already at or after now); 0
-when nothing moved: a log lacks a member, or a window would go over.
+Reply: the time the members stand at, us: now, or their own time when it
+is not before now; 0 when nothing moved: a log lacks a member, or a
+window would go over.
 ]]
 
 local t = redis.call('TIME')
@@ -47,7 +48,7 @@ local function mine(i, cost)
   end
 end
 
-local moves = {}
+local moves, at = {}, now
 for i = 1, #KEYS do
   local limit, window, cost = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
   local names, p = mine(i, cost)
@@ -60,6 +61,8 @@ for i = 1, #KEYS do
       return 0
     end
     moves[#moves + 1] = {i = i, names = names, window = window}
+  else
+    at = math.max(at, p)
   end
 end
 
@@ -74,4 +77,4 @@ for _, m in ipairs(moves) do
   redis.call('ZREM', k, unpack(m.names))
   redis.call('PEXPIRE', k, math.floor(m.window / 1000) + 1, 'GT')
 end
-return 1
+return at

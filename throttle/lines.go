@@ -172,6 +172,10 @@ type Turn struct {
 	// Wake is, for Dispatch, the time until its next call may give a
 	// grant; negative when nothing waits, and for Arrive.
 	Wake time.Duration
+	// At is, for Admitted and Placed, the time the task's entries stand
+	// at in each sliding log of its rules, by the Redis clock: the record
+	// of its admission (docs/SCALING.md, "The history checker").
+	At time.Time
 	// Granted are parked tasks given a place by this call, to be moved to
 	// the front of their queues.
 	Granted []Grant
@@ -530,9 +534,9 @@ func (ls *Lines) runKeys(ctx context.Context, script *redis.Script, group string
 	if err != nil {
 		return Turn{}, err
 	}
-	if res == int64(Admitted) {
-		// The short reply of the most common arrival.
-		return Turn{Outcome: Admitted, Wake: -1, By: -1}, nil
+	if at, ok := res.(int64); ok {
+		// The short reply of the most common arrival: admitted at `at`.
+		return Turn{Outcome: Admitted, Wake: -1, By: -1, At: time.UnixMicro(at)}, nil
 	}
 	reply, ok := res.([]any)
 	if !ok {
@@ -555,6 +559,11 @@ func (ls *Lines) runKeys(ctx context.Context, script *redis.Script, group string
 	}
 	for i := 4; i+1 < len(reply); i += 2 {
 		q, _ := reply[i].(string)
+		if q == "\x01" {
+			at, _ := reply[i+1].(int64)
+			t.At = time.UnixMicro(at)
+			continue
+		}
 		id, _ := reply[i+1].(string)
 		if q == "\x00" {
 			t.wanted = append(t.wanted, id)

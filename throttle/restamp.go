@@ -19,13 +19,16 @@ const restampSlack = 100 * time.Millisecond
 // see it in (docs/FAIRNESS.md, "A late send is stamped again"). Counter
 // rules are left as they are. It reports false, moving nothing, when a log
 // no longer holds the admission (it was reset) or when the move would put
-// a window over its limit: the task must not be sent then.
-func (ls *Lines) Restamp(ctx context.Context, id string, checks []LineCheck, late time.Duration) (bool, error) {
-	fail := func(err error) (bool, error) {
-		return false, fmt.Errorf("throttle: restamp %s: %w", id, err)
+// a window over its limit: the task must not be sent then. When it moved
+// them, at is the time they stand at by the Redis clock (now, or their
+// own time when that is not before now); the zero time when checks hold
+// no sliding log.
+func (ls *Lines) Restamp(ctx context.Context, id string, checks []LineCheck, late time.Duration) (at time.Time, ok bool, err error) {
+	fail := func(err error) (time.Time, bool, error) {
+		return time.Time{}, false, fmt.Errorf("throttle: restamp %s: %w", id, err)
 	}
 	if ls.l.err != nil {
-		return false, ls.l.err
+		return time.Time{}, false, ls.l.err
 	}
 	if id == "" {
 		return fail(fmt.Errorf("%w: no task id", ErrInvalidKey))
@@ -47,11 +50,14 @@ func (ls *Lines) Restamp(ctx context.Context, id string, checks []LineCheck, lat
 		}
 	}
 	if len(logs) == 0 {
-		return true, nil
+		return time.Time{}, true, nil
 	}
-	n, err := lua.Restamp.Run(ctx, ls.l.rdb, logs, args...).Int()
+	n, err := lua.Restamp.Run(ctx, ls.l.rdb, logs, args...).Int64()
 	if err != nil {
 		return fail(err)
 	}
-	return n == 1, nil
+	if n == 0 {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMicro(n), true, nil
 }

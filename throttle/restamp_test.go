@@ -34,12 +34,14 @@ func TestRestamp(t *testing.T) {
 			t.Fatalf("arrive: %v, %v", turn.Outcome, err)
 		}
 		before := memberScores(t, rdb, keyA, keyB)
+		checkRecord(t, before, turn.At, "the arrival")
 		time.Sleep(20 * time.Millisecond)
-		moved, err := ls.Restamp(ctx, "t1", checks, time.Second)
+		stamped, moved, err := ls.Restamp(ctx, "t1", checks, time.Second)
 		if err != nil || !moved {
 			t.Fatalf("restamp: %v, %v", moved, err)
 		}
 		after := memberScores(t, rdb, keyA, keyB)
+		checkRecord(t, after, stamped, "the restamp")
 		if len(after) != 3 || len(before) != 3 {
 			t.Fatalf("members before %v, after %v: want 3 each (cost 2 and 1)", before, after)
 		}
@@ -73,7 +75,7 @@ func TestRestamp(t *testing.T) {
 		one := checks[:1]
 		one[0].Cost = 1
 		want := memberScores(t, rdb, keyA)
-		if moved, err := ls.Restamp(ctx, "t2", one, time.Second); err != nil || moved {
+		if _, moved, err := ls.Restamp(ctx, "t2", one, time.Second); err != nil || moved {
 			t.Errorf("restamp of t2 into a full window: %v, %v; want false", moved, err)
 		}
 		if got := memberScores(t, rdb, keyA); !maps.Equal(got, want) {
@@ -81,19 +83,30 @@ func TestRestamp(t *testing.T) {
 		}
 		// Without the place ahead it may move: 3 in any window.
 		rdb.ZRem(ctx, keyA, "@z#1")
-		if moved, err := ls.Restamp(ctx, "t2", one, time.Second); err != nil || !moved {
+		if _, moved, err := ls.Restamp(ctx, "t2", one, time.Second); err != nil || !moved {
 			t.Errorf("restamp of t2: %v, %v; want true", moved, err)
 		}
 		// A task whose log was reset is not moved, nor one never admitted.
 		rdb.Del(ctx, keyA)
-		if moved, err := ls.Restamp(ctx, "t2", one, time.Second); err != nil || moved {
+		if _, moved, err := ls.Restamp(ctx, "t2", one, time.Second); err != nil || moved {
 			t.Errorf("restamp of t2 after a reset: %v, %v; want false", moved, err)
 		}
 		// Counter rules alone: nothing to move.
-		if moved, err := ls.Restamp(ctx, "t3", checks[2:], time.Second); err != nil || !moved {
+		if _, moved, err := ls.Restamp(ctx, "t3", checks[2:], time.Second); err != nil || !moved {
 			t.Errorf("restamp of counter rules only: %v, %v; want true", moved, err)
 		}
 	})
+}
+
+// checkRecord fails t unless every member of scores stands at `at`, the
+// time that what recorded it said.
+func checkRecord(t *testing.T, scores map[string]float64, at time.Time, what string) {
+	t.Helper()
+	for m, score := range scores {
+		if int64(score) != at.UnixMicro() {
+			t.Errorf("member %s at %v, but %s's record says %v", m, score, what, at.UnixMicro())
+		}
+	}
 }
 
 // memberScores returns every member of keys, as "<member> <key>", with

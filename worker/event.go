@@ -34,6 +34,10 @@ type DecisionEvent struct {
 	// Parked); 0 when the Throttle serves first come, first served.
 	Outcome throttle.Outcome
 
+	// At is, for Admitted and Placed, the time the task's entries stand
+	// at in its rules' sliding logs, by Redis's clock (throttle.Turn.At).
+	At time.Time
+
 	// Shadow holds the decisions of the task's rules in shadow mode, made
 	// once the task was admitted by the others (Rules, which never name a
 	// shadow rule). A task whose rules are all in shadow mode has an event

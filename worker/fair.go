@@ -245,7 +245,7 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	turn, err := t.fair.lines.Arrive(actx, a)
 	err = timedOut(actx, err)
 	cancel()
-	e := DecisionEvent{TaskType: task.Type(), Tenant: tenant, Err: err, Latency: time.Since(asked), Outcome: turn.Outcome,
+	e := DecisionEvent{TaskType: task.Type(), Tenant: tenant, Err: err, Latency: time.Since(asked), Outcome: turn.Outcome, At: turn.At,
 		FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen}
 	by := max(turn.By, 0)
 	e.Decision = turnDecision(turn, len(applied), by, t.fair.park)
@@ -261,6 +261,9 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 		t.damage.note("the fair lines, at an arrival", errors.New(r))
 	}
 	t.fair.move(ctx, turn.Granted)
+	if turn.Outcome == throttle.Admitted || turn.Outcome == throttle.Placed {
+		recordAdmission(t.logger, id, turn.At, applied)
+	}
 	switch turn.Outcome {
 	case throttle.Admitted:
 		return t.fresh(ctx, id, applied, a.Checks, asked)

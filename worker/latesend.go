@@ -40,7 +40,7 @@ func (t *Throttle) fresh(ctx context.Context, id string, applied []policies.Appl
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
-	moved, err := t.fair.lines.Restamp(rctx, id, checks, late)
+	at, moved, err := t.fair.lines.Restamp(rctx, id, checks, late)
 	err = timedOut(rctx, err)
 	cancel()
 	switch {
@@ -53,6 +53,6 @@ func (t *Throttle) fresh(ctx context.Context, id string, applied []policies.Appl
 		t.logger.Warn("a send too late after its admission to restamp comes back", "task", id, "late", late)
 		return &provider.ThrottledError{RetryAfter: t.backoff, By: "late send"}
 	}
-	t.logger.Debug("restamped a late send", "task", id, "late", late)
+	recordRestamp(t.logger, id, late, at)
 	return nil
 }
