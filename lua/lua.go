@@ -46,3 +46,10 @@ var Restamp = redis.NewScript(load("restamp.lua"))
 // ResetLines empties the fair lines of one class, whatever its keys hold:
 // see resetlines.lua for its KEYS, ARGV and reply.
 var ResetLines = redis.NewScript(load("resetlines.lua"))
+
+// LeaseGive is the first step of moving a share of a global rule between
+// shards: see lease_give.lua for its KEYS, ARGV and reply.
+var LeaseGive = redis.NewScript(load("lease_give.lua"))
+
+// LeaseTake is the second step, once per move: see lease_take.lua.
+var LeaseTake = redis.NewScript(load("lease_take.lua"))

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -83,3 +84,19 @@ func ScriptReply(cmd *redis.Cmd, windows ...int64) ([]int64, error) {
 // WithFrontiers returns keys followed by their frontier notes: the KEYS of
 // a raw call of decide.lua.
 var WithFrontiers = withFrontiers
+
+// GiveOnly runs the first step of a move alone, as a mover that stops
+// before the take leaves it.
+func (ls *Leases) GiveOnly(ctx context.Context, c Check, from, to, id string, shares int64) (int64, error) {
+	return ls.give(ctx, c, from, to, id, shares)
+}
+
+// TakeOnly runs the second step of a move alone, as a mover that stops
+// before it settles the move.
+func (ls *Leases) TakeOnly(ctx context.Context, c Check, to, id string, shares int64) error {
+	k, err := ls.keys(c, to)
+	if err != nil {
+		return err
+	}
+	return lua.LeaseTake.Run(ctx, ls.l.rdb, []string{k.lease, k.moves}, id, shares).Err()
+}

@@ -27,8 +27,9 @@ func KeyGroup(key string) string { return key }
 var encodeKeyPart = keyspace.Encode
 
 // redisKeys are the Redis keys of one limiter key. After the hash tag each
-// kind of key starts with a character of its own (":" "h" "s" "g" "f" "p",
-// and "q" for the fair lines), so no two kinds can meet whatever the body.
+// kind of key starts with a character of its own (":" "h" "s" "g" "f" "p"
+// "e" "E", "q" for the fair lines, and "layout" alone), so no two kinds can
+// meet whatever the body.
 type redisKeys struct {
 	group         string // the encoded group, the hash tag
 	window        string // <prefix>{<group>}:<body>, the sliding-window log (SlidingLog)
@@ -37,6 +38,8 @@ type redisKeys struct {
 	slidingWindow string // <prefix>{<group>}sw:<body>, the counts of SlidingWindow, a hash
 	gcra          string // <prefix>{<group>}gcra:<body>, the arrival time of GCRA, a hash
 	fixedWindow   string // <prefix>{<group>}fw:<body>, the count of FixedWindow, a hash
+	lease         string // <prefix>{<group>}e:<body>, the group's share of a global rule, a hash (lease.go)
+	moves         string // <prefix>{<group>}E:<body>, the moves of shares the group took, a sorted set
 }
 
 // forAlgorithm returns the key that holds the state of algorithm a: the log
@@ -77,6 +80,8 @@ func (l *Limiter) redisKey(key string) (redisKeys, error) {
 		slidingWindow: tag + "sw:" + body,
 		gcra:          tag + "gcra:" + body,
 		fixedWindow:   tag + "fw:" + body,
+		lease:         tag + "e:" + body,
+		moves:         tag + "E:" + body,
 	}, nil
 }
 
