@@ -29,7 +29,8 @@ local class, level, tenant = ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local weight, queue, id = tonumber(ARGV[10]), ARGV[11], ARGV[12]
 local allLogs = true
 for i = 13, #ARGV, 6 do
-  allLogs = allLogs and ARGV[i + 4] == 'sliding-log'
+  -- A leased rule's limit is its lease's: the fast paths read ARGV's.
+  allLogs = allLogs and ARGV[i + 4] == 'sliding-log' and ARGV[i + 5] ~= '2'
 end
 
 -- The most common arrival first: a task new to the lines whose rules are

@@ -118,7 +118,7 @@ local missed = false
 local function covers(class, flow)
   local ok = declared(kclass(class))
   for _, rule in ipairs(flow.rules) do
-    ok = ok and declared(rule.key)
+    ok = ok and declared(rule.key) and not rule.unleased
   end
   missed = missed or not ok
   return ok

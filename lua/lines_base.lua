@@ -93,13 +93,49 @@ end
 
 
 
+-- declared reports whether key is one of the call's KEYS.
+local declaredSet
+local function declared(key)
+  if not declaredSet then
+    declaredSet = {}
+    for _, k in ipairs(KEYS) do
+      declaredSet[k] = true
+    end
+  end
+  return declaredSet[key] == true
+end
+
+-- leaseParts is a whole limit in shares (throttle.LeaseParts).
+local leaseParts = 1048576
+
+-- leaseOf is the lease beside a log: its key with 'e' after the hash tag.
+local function leaseOf(log)
+  local tag = string.find(log, '}', 1, true)
+  return string.sub(log, 1, tag) .. 'e' .. string.sub(log, tag + 1)
+end
+
 -- rulesFrom reads flat, the rules as values six by six from index first,
--- into tables: {key, limit, window, cost, algorithm, shared}.
+-- into tables: {key, limit, window, cost, algorithm, shared}. A leased
+-- rule (shared 2: a global rule split over shards, docs/SCALING.md) is
+-- shared, and its limit is what its lease is worth here when the call
+-- declared the lease; else it keeps the rule's, and `unleased` says the
+-- flow may not be served.
 local function rulesFrom(flat, first)
   local rules = {}
   for i = first or 1, #flat, 6 do
-    rules[#rules + 1] = {key = flat[i], limit = tonumber(flat[i + 1]), window = tonumber(flat[i + 2]),
+    local rule = {key = flat[i], limit = tonumber(flat[i + 1]), window = tonumber(flat[i + 2]),
       cost = tonumber(flat[i + 3]), algorithm = flat[i + 4], shared = tonumber(flat[i + 5])}
+    if rule.shared == 2 then
+      rule.shared, rule.lease = 1, leaseOf(rule.key)
+      if declared(rule.lease) then
+        local h = redis.call('HMGET', rule.lease, 's', 't')
+        local share = tonumber(h[1]) or 0
+        rule.limit = math.floor(math.min(share, tonumber(h[2]) or share) * rule.limit / leaseParts)
+      else
+        rule.unleased = true
+      end
+    end
+    rules[#rules + 1] = rule
   end
   return rules
 end

@@ -19,18 +19,6 @@ local function sweep(class, level)
   end
 end
 
--- declared reports whether key is one of the call's KEYS.
-local declaredSet
-local function declared(key)
-  if not declaredSet then
-    declaredSet = {}
-    for _, k in ipairs(KEYS) do
-      declaredSet[k] = true
-    end
-  end
-  return declaredSet[key] == true
-end
-
 -- Flows, read once a call: finish tag, weight and rules (and `raw`, their
 -- stored text).
 local flows = {}

@@ -24,7 +24,8 @@ hash tag ("sluice:{limits}"), shared with the windows the lines serve.
   <base>qe               list  the entrance: tasks parked at enqueue
 
 A rule comes as six values: key, limit, window (us), cost, algorithm,
-shared (1: of the class, 0: the tenant's own). A flow stores its rules as
+shared (2: of the class and leased, docs/SCALING.md; 1: of the class; 0:
+the tenant's own). A flow stores its rules as
 the JSON array of those values as strings (cjson.encode of them, so that
 every script writes the same text), and a grant the SHA-1 of that text.
 

@@ -177,7 +177,7 @@ local function earliest(flow, at, paced)
         local field = 'f' .. rule.key
         local full = tonumber(redis.call('HGET', kclass(flow.class), field))
         local last = pace(flow.class, rule.key)
-        if full and now - full <= 2 * rule.window and last then
+        if full and now - full <= 2 * rule.window and last and rule.limit >= rule.cost then
           x = math.max(x, last + math.floor(rule.window / rule.limit))
         end
         if x > at then

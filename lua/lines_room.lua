@@ -12,6 +12,11 @@ local seqStart = 2 ^ 52
 -- logFree is the earliest time at or after `at` at which sliding log key
 -- (limit, window) has room for cost, counting every member, places too.
 local function logFree(key, limit, window, cost, at)
+  if limit < cost then
+    -- A lease worth less than the cost (docs/SCALING.md): free only far
+    -- ahead, past any horizon, until its share grows.
+    return at + 2 ^ 40
+  end
   local over = redis.call('ZCOUNT', key, '(' .. num(at - window), '+inf') + cost - limit
   if over <= 0 then
     return at

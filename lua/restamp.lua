@@ -4,11 +4,15 @@ now because its send leaves late, so that each sliding log counts the send
 where the provider will (docs/FAIRNESS.md, "A late send is stamped again").
 
 KEYS[i]        the sliding log of rule i, i = 1 .. n (all in one hash slot)
+KEYS[n + i]    its lease (the log's key with 'e' after the hash tag), read
+               when rule i is leased (docs/SCALING.md)
 ARGV[1]        the task id
 ARGV[2]        how far back from now its admission can lie, us
-ARGV[3i]       rule i's limit
-ARGV[3i + 1]   rule i's window, us, the margin included
-ARGV[3i + 2]   rule i's cost: the task's members in log i
+ARGV[4i - 1]   rule i's limit
+ARGV[4i]       rule i's window, us, the margin included
+ARGV[4i + 1]   rule i's cost: the task's members in log i
+ARGV[4i + 2]   1 when rule i is leased: its limit is what its lease is
+               worth, floor(min(s, t) * limit / 1048576), else 0
 
 The task's members are '<stamp>-c<id>#j', j = 1 .. cost, all at its
 admission p. Each becomes '<now>-c<id>#j' at now, in every log or in none:
@@ -48,9 +52,15 @@ local function mine(i, cost)
   end
 end
 
+local n = (#ARGV - 2) / 4
 local moves, at = {}, now
-for i = 1, #KEYS do
-  local limit, window, cost = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+for i = 1, n do
+  local limit, window, cost = tonumber(ARGV[4 * i - 1]), tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
+  if ARGV[4 * i + 2] == '1' then
+    local h = redis.call('HMGET', KEYS[n + i], 's', 't')
+    local share = tonumber(h[1]) or 0
+    limit = math.floor(math.min(share, tonumber(h[2]) or share) * limit / 1048576)
+  end
   local names, p = mine(i, cost)
   if not names then
     return 0

@@ -24,7 +24,7 @@ const mostDispatchCalls = 4
 // look stays the size of one ask.
 type dispatchLook struct {
 	mu   sync.Mutex
-	logs map[string][]string // class -> its flows' logs, each with its frontier note
+	logs map[string][]string // class -> its flows' logs, each with the keys beside it
 }
 
 // keys returns dispatch.lua's own KEYS: the entrance, each known class's
@@ -67,7 +67,7 @@ func (d *dispatchLook) learn(wanted []string) {
 			d.logs[class] = nil
 		}
 		if isLog {
-			fresh[class] = append(fresh[class], log, frontierOf(log))
+			fresh[class] = append(fresh[class], beside(log)...)
 		}
 	}
 	for class, logs := range fresh {

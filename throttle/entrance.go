@@ -126,7 +126,7 @@ func (ls *Lines) entering(ctx context.Context, group string) ([]any, []string, i
 			if rules, g, err := ls.rules(checks); err == nil && g == group {
 				x.R, x.W = rules, w
 				for i := 0; i < len(rules); i += 6 {
-					keys = append(keys, rules[i], frontierOf(rules[i]))
+					keys = append(keys, beside(rules[i])...)
 				}
 				if !(x.W > 0) {
 					x.W = 1

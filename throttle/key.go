@@ -127,6 +127,17 @@ func frontierOf(log string) string {
 	return log[:i+1] + "p" + log[i+1:]
 }
 
+// leaseOf returns the lease beside log (lease.go): the log's key with 'e'
+// after its hash tag.
+func leaseOf(log string) string {
+	i := strings.LastIndex(log, "}")
+	return log[:i+1] + "e" + log[i+1:]
+}
+
+// beside returns log and the keys beside it that the lines' scripts read:
+// its frontier note and its lease.
+func beside(log string) []string { return []string{log, frontierOf(log), leaseOf(log)} }
+
 // withFrontiers returns keys followed by each one's frontier note: the
 // KEYS of lua/decide.lua, which declares every key it touches.
 func withFrontiers(keys []string) []string {

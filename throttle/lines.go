@@ -116,10 +116,13 @@ func (l *Limiter) Lines(cfg LinesConfig) *Lines {
 
 // LineCheck is a Check of a task in line, and whether its key is shared
 // by several tenants (a rule of scope global): the fair share is of the
-// shared keys.
+// shared keys. A Leased check is shared, and a sliding log split over the
+// groups of a layout of shards: its limit in a group is what the group's
+// lease of it is worth (Leases; docs/SCALING.md).
 type LineCheck struct {
 	Check
 	Shared bool
+	Leased bool
 }
 
 // Arrival is a task at a worker, asking to be sent.
@@ -232,7 +235,7 @@ func (ls *Lines) Arrive(ctx context.Context, a Arrival) (Turn, error) {
 		Queue: a.Queue, ID: a.ID, Rules: rules}
 	keys := ls.settings(group).ClassKeys(own.Class)
 	for i := 0; i < len(rules); i += 6 {
-		keys = append(keys, rules[i], frontierOf(rules[i]))
+		keys = append(keys, beside(rules[i])...)
 	}
 	t, err := ls.runKeys(ctx, ls.scripts.Arrive, group, keys, own.Args()...)
 	if err != nil {
@@ -483,7 +486,8 @@ func (ls *Lines) Refresh(ctx context.Context, flows []FlowRules) error {
 
 // rules validates checks and returns them as the lines' scripts read
 // them, six values a rule (key, limit, window in microseconds, cost,
-// algorithm, 1 if shared else 0: lua/lines_head.lua), and their group.
+// algorithm, 2 if leased, 1 if shared, else 0: lua/lines_head.lua), and
+// their group.
 func (ls *Lines) rules(lc []LineCheck) ([]string, string, error) {
 	if len(lc) == 0 {
 		return nil, ls.group(), nil
@@ -502,8 +506,15 @@ func (ls *Lines) rules(lc []LineCheck) ([]string, string, error) {
 			// JSON, which carries a flow's stored rules, would change it.
 			return nil, "", fmt.Errorf("%w: key %s is not valid UTF-8, which the fair lines carry in JSON", ErrInvalidKey, Quote(c.Key))
 		}
+		shared := b2i(c.Shared)
+		if c.Leased {
+			if c.Policy.Algorithm.String() != SlidingLog.String() {
+				return nil, "", fmt.Errorf("%w: key %s is leased, and only a sliding log can be", ErrInvalidPolicy, Quote(c.Key))
+			}
+			shared = 2
+		}
 		flat = append(flat, keys[i], strconv.Itoa(c.Policy.Limit), strconv.FormatInt(c.Policy.Window.Microseconds(), 10),
-			strconv.Itoa(c.Cost), c.Policy.Algorithm.String(), strconv.Itoa(b2i(c.Shared)))
+			strconv.Itoa(c.Cost), c.Policy.Algorithm.String(), strconv.Itoa(shared))
 	}
 	return flat, group, nil
 }

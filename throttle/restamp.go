@@ -41,18 +41,18 @@ func (ls *Lines) Restamp(ctx context.Context, id string, checks []LineCheck, lat
 	if err != nil {
 		return fail(err)
 	}
-	var logs []string
+	var logs, leases []string
 	args := []any{id, (max(late, 0) + restampSlack).Microseconds()}
 	for i, c := range all {
 		if c.Policy.Algorithm.String() == SlidingLog.String() {
-			logs = append(logs, keys[i])
-			args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost)
+			logs, leases = append(logs, keys[i]), append(leases, leaseOf(keys[i]))
+			args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, b2i(checks[i].Leased))
 		}
 	}
 	if len(logs) == 0 {
 		return time.Time{}, true, nil
 	}
-	n, err := lua.Restamp.Run(ctx, ls.l.rdb, logs, args...).Int64()
+	n, err := lua.Restamp.Run(ctx, ls.l.rdb, append(logs, leases...), args...).Int64()
 	if err != nil {
 		return fail(err)
 	}

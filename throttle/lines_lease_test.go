@@ -1,0 +1,138 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// leaseRecord is the admissions of a leased rule in every group, by the
+// times their entries stand at (Turn.At).
+type leaseRecord struct {
+	mu  sync.Mutex
+	ats []int64
+}
+
+func (r *leaseRecord) add(turn throttle.Turn) {
+	if turn.Outcome == throttle.Admitted || turn.Outcome == throttle.Placed {
+		r.mu.Lock()
+		r.ats = append(r.ats, turn.At.UnixMicro())
+		r.mu.Unlock()
+	}
+}
+
+// fullest returns the most admissions in a window (t − window, t].
+func (r *leaseRecord) fullest(window time.Duration) int {
+	ats := slices.Sorted(slices.Values(r.ats))
+	most := 0
+	for i, j := 0, 0; j < len(ats); j++ {
+		for ats[i] <= ats[j]-window.Microseconds() {
+			i++
+		}
+		most = max(most, j-i+1)
+	}
+	return most
+}
+
+// TestLinesLeasedExact: two groups serve one global rule of 10 a second,
+// leased, while a mover shifts shares between them every 150 ms; tasks
+// arrive in both at 50 a second, and each group's dispatch grants and
+// claims as workers would. Summed over the groups, by the record of every
+// admission, no window holds more than 10.
+func TestLinesLeasedExact(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Second}, Cost: 1}
+		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
+		leases := l.Leases()
+		groups := []string{"sms.0", "sms.1"}
+		if _, err := leases.Open(ctx, rule); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range groups {
+			if _, err := leases.Move(ctx, rule, throttle.DefaultGroup, g, throttle.LeaseParts/2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rec leaseRecord
+		var wg sync.WaitGroup
+		for gi, g := range groups {
+			lines := l.InGroup(g).Lines(throttle.LinesConfig{})
+			arrival := func(id string) throttle.Arrival {
+				return throttle.Arrival{Class: "sms", Tenant: fmt.Sprintf("t%d", len(id)%3), Queue: "q", ID: id, Checks: checks}
+			}
+			wg.Go(func() { feed(ctx, t, lines, arrival, g, &rec) })
+			wg.Go(func() { serve(ctx, t, lines, arrival, &rec) })
+			if gi == 0 {
+				wg.Go(func() { shift(ctx, t, leases, rule, groups, l) })
+			}
+		}
+		wg.Wait()
+		if most := rec.fullest(time.Second); most > 10 || len(rec.ats) < 20 {
+			t.Errorf("%d admissions over the groups, the fullest second holding %d; want more than 20, and at most 10 in any second", len(rec.ats), most)
+		} else {
+			t.Logf("%d admissions over the groups, the fullest second holding %d of 10", len(rec.ats), most)
+		}
+	})
+}
+
+// feed arrives a task in lines every 20 ms until ctx ends.
+func feed(ctx context.Context, t *testing.T, lines *throttle.Lines, arrival func(string) throttle.Arrival, g string, rec *leaseRecord) {
+	for i := 0; ctx.Err() == nil; i++ {
+		turn, err := lines.Arrive(ctx, arrival(fmt.Sprintf("%s-%d", g, i)))
+		if err != nil && ctx.Err() == nil {
+			t.Error(err)
+			return
+		}
+		rec.add(turn)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// serve dispatches lines every 30 ms, and each task granted arrives again
+// to claim its grant, until ctx ends.
+func serve(ctx context.Context, t *testing.T, lines *throttle.Lines, arrival func(string) throttle.Arrival, rec *leaseRecord) {
+	for ctx.Err() == nil {
+		turn, err := lines.Dispatch(ctx)
+		if err != nil && ctx.Err() == nil {
+			t.Error(err)
+			return
+		}
+		for _, g := range turn.Granted {
+			claim, err := lines.Arrive(ctx, arrival(g.ID))
+			if err != nil && ctx.Err() == nil {
+				t.Error(err)
+				return
+			}
+			rec.add(claim)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+// shift moves an eighth of the rule between the groups every 150 ms, in a
+// random direction, and wakes both groups' lines, as the balancer will.
+func shift(ctx context.Context, t *testing.T, leases *throttle.Leases, rule throttle.Check, groups []string, l *throttle.Limiter) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for ctx.Err() == nil {
+		from := r.IntN(2)
+		if _, err := leases.Move(ctx, rule, groups[from], groups[1-from], throttle.LeaseParts/8); err != nil && ctx.Err() == nil {
+			t.Error(err)
+			return
+		}
+		for _, g := range groups {
+			_ = l.InGroup(g).Lines(throttle.LinesConfig{}).Wake(ctx, "sms")
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}
