@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,3 +137,40 @@ func shift(ctx context.Context, t *testing.T, leases *throttle.Leases, rule thro
 		time.Sleep(150 * time.Millisecond)
 	}
 }
+
+// TestRestampLeased: a late send of a leased rule is moved only within
+// what the group's lease is worth, not within the rule's whole limit.
+func TestRestampLeased(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Second}, Cost: 1}
+		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
+		shard := l.InGroup("sms.0")
+		log, err := shard.RedisKey(rule.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease := strings.Replace(log, "}:", "}e:", 1) // the log's key with 'e' after the tag
+		rdb.HSet(ctx, lease, "s", worth(2, 10))       // worth 2 of 10
+		lines := shard.Lines(throttle.LinesConfig{})
+		for _, id := range []string{"t1", "t2"} {
+			turn, err := lines.Arrive(ctx, throttle.Arrival{Class: "sms", Tenant: "acme", Queue: "q", ID: id, Checks: checks})
+			if err != nil || turn.Outcome != throttle.Admitted {
+				t.Fatalf("arrive %s: %v, %v", id, turn.Outcome, err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		rdb.HSet(ctx, lease, "s", worth(1, 10)) // worth 1: t2 fills every window t1 would move into
+		if _, moved, err := lines.Restamp(ctx, "t1", checks, time.Second); err != nil || moved {
+			t.Errorf("restamp of t1 past its lease: moved %v, %v; want it refused", moved, err)
+		}
+		rdb.HSet(ctx, lease, "s", worth(2, 10))
+		if _, moved, err := lines.Restamp(ctx, "t1", checks, time.Second); err != nil || !moved {
+			t.Errorf("restamp of t1 within its lease: moved %v, %v; want it moved", moved, err)
+		}
+	})
+}
+
+// worth is the least share worth units of a limit.
+func worth(units, limit int64) int64 { return (units*throttle.LeaseParts + limit - 1) / limit }
