@@ -6,7 +6,8 @@ has room, or waits in its flow's line, and the slots due are given.
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 KEYS[4..23]  the class's keys (lua.LinesSettings.ClassKeys): q, qF, qb,
           qr:1..5, qL:1..5, qi:1..5, qn:0, qn:1
-KEYS[24+2i], KEYS[25+2i]  rule i's key (from 0) and its frontier note
+KEYS[24+3i] .. KEYS[26+3i]  rule i's key (from 0), its frontier note and
+          its lease (read when the rule is leased, docs/SCALING.md)
 ARGV[7]   class       ARGV[8]   level (1 most urgent .. 5)
 ARGV[9]   tenant      ARGV[10]  weight
 ARGV[11]  queue       ARGV[12]  task id

@@ -10,7 +10,8 @@ balancer set, if any; and out:<X>, "<to> <d> <time>", a move given and not
 yet settled, which recovery completes.
 
 KEYS[1]  the lease (<prefix>{<group>}e:<body>)
-KEYS[2]  the rule's log (<prefix>{<group>}:<body>), absent for the pool
+KEYS[2]  the rule's log (<prefix>{<group>}:<body>); the pool's is the
+         default group's, empty unless Redis ran one group before
 ARGV[1]  X, the move's id
 ARGV[2]  to: the receiving group
 ARGV[3]  the shares asked for, at least 1

@@ -106,7 +106,7 @@ local function declared(key)
 end
 
 -- leaseParts is a whole limit in shares (throttle.LeaseParts).
-local leaseParts = 1048576
+local leaseParts = 37800000
 
 -- leaseOf is the lease beside a log: its key with 'e' after the hash tag.
 local function leaseOf(log)

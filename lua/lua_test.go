@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/lua"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // TestSourcesAreWhatRuns: DecideSource and PeekSource are the texts whose
@@ -64,6 +66,22 @@ func TestNoLongScripts(t *testing.T) {
 		}
 		if n := strings.Count(string(b), "\n"); n > 400 {
 			t.Errorf("%s: %d lines, want at most 400", f, n)
+		}
+	}
+}
+
+// TestLeaseParts: the scripts that read a lease divide by the same whole
+// as throttle.LeaseParts.
+func TestLeaseParts(t *testing.T) {
+	t.Parallel()
+	want := strconv.Itoa(throttle.LeaseParts)
+	for _, name := range []string{"lines_base.lua", "restamp.lua"} {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(src), want) || strings.Contains(string(src), "1048576") {
+			t.Errorf("%s does not divide by %s, throttle.LeaseParts", name, want)
 		}
 	}
 }

@@ -12,7 +12,7 @@ ARGV[4i - 1]   rule i's limit
 ARGV[4i]       rule i's window, us, the margin included
 ARGV[4i + 1]   rule i's cost: the task's members in log i
 ARGV[4i + 2]   1 when rule i is leased: its limit is what its lease is
-               worth, floor(min(s, t) * limit / 1048576), else 0
+               worth, floor(min(s, t) * limit / 37800000), else 0
 
 The task's members are '<stamp>-c<id>#j', j = 1 .. cost, all at its
 admission p. Each becomes '<now>-c<id>#j' at now, in every log or in none:
@@ -59,7 +59,7 @@ for i = 1, n do
   if ARGV[4 * i + 2] == '1' then
     local h = redis.call('HMGET', KEYS[n + i], 's', 't')
     local share = tonumber(h[1]) or 0
-    limit = math.floor(math.min(share, tonumber(h[2]) or share) * limit / 1048576)
+    limit = math.floor(math.min(share, tonumber(h[2]) or share) * limit / 37800000)
   end
   local names, p = mine(i, cost)
   if not names then

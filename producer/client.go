@@ -28,10 +28,10 @@ type Client struct {
 
 	// layout gives a task without a queue its queue; read from Redis at
 	// the first enqueue that needs it.
-	layoutMu  sync.Mutex
-	layoutSet bool // layout and layoutErr are read
-	layout    layout.Layout
-	layoutErr error
+	layoutMu   sync.Mutex
+	layoutRead time.Time // when layout and layoutErr were read; zero: never
+	layout     layout.Layout
+	layoutErr  error
 }
 
 // NewClient returns a Client that connects to Redis with r, for example an
@@ -76,20 +76,48 @@ func NewClientFromRedisClient(rdb redis.UniversalClient, opts ...ClientOption) *
 	return c
 }
 
-// readLayout returns the layout Redis names (layout.Default when none),
-// read once; a Redis that names a layout this Client cannot run is an
-// error at every call.
+// layoutRecheck is how long a Client keeps to layout.Old, when Redis
+// names no layout, before it reads the marker again: a worker of this
+// version writes it as it starts.
+const layoutRecheck = 10 * time.Second
+
+// readLayout returns the layout Redis names: layout.Default once a worker
+// wrote it, layout.Old until then (read again every layoutRecheck). A
+// Redis that names a layout this Client cannot run is an error at every
+// call.
 func (c *Client) readLayout(ctx context.Context) (layout.Layout, error) {
 	c.layoutMu.Lock()
 	defer c.layoutMu.Unlock()
-	if !c.layoutSet {
-		err := layout.Check(ctx, c.rdb, c.prefix, layout.Default)
-		if err != nil && !errors.Is(err, layout.ErrOther) {
-			return layout.Layout{}, err // Redis did not answer: ask again next time
-		}
-		c.layoutSet, c.layout, c.layoutErr = true, layout.Default, err
+	if !c.layoutRead.IsZero() && (c.layout != layout.Old || time.Since(c.layoutRead) < layoutRecheck) {
+		return c.layout, c.layoutErr
+	}
+	got, ok, err := layout.Read(ctx, c.rdb, c.prefix)
+	if err != nil {
+		return layout.Layout{}, err // Redis did not answer: ask again next time
+	}
+	c.layoutRead, c.layout, c.layoutErr = time.Now(), layout.Old, nil
+	switch {
+	case ok && got == layout.Default:
+		c.layout = got
+	case ok:
+		c.layout, c.layoutErr = got, layout.Mismatch(c.prefix, got, layout.Default)
 	}
 	return c.layout, c.layoutErr
+}
+
+// Queue returns the queue a task of taskType for tenant goes to when it
+// is given none (HeaderQueue): its type's, or default while Redis names
+// no layout (no worker of this version has started: docs/SCALING.md,
+// "From 0.x to S = 1").
+func (c *Client) Queue(ctx context.Context, taskType, tenant string) (string, error) {
+	if c.err != nil {
+		return "", c.err
+	}
+	l, err := c.readLayout(ctx)
+	if err != nil {
+		return "", fmt.Errorf("producer: the queue of %s: %w", taskType, err)
+	}
+	return l.Queue(taskType, tenant), nil
 }
 
 // Close closes the Redis connection if NewClient made it; otherwise it does

@@ -14,10 +14,11 @@ import (
 	"github.com/sluicehq/sluice/producer"
 )
 
-// TestDefaultQueue: a task given no queue goes to its type's queue; one
-// given a queue, when built or when enqueued, keeps it, the last given
-// winning as in asynq. On a Redis of its own, as the type queues are
-// shared names.
+// TestDefaultQueue: while Redis names no layout (no worker of this version
+// started), a task given no queue goes to default, where older workers
+// look; once a worker wrote the layout, to its type's queue. One given a
+// queue, when built or when enqueued, keeps it, the last given winning as
+// in asynq. On a Redis of its own, as the type queues are shared names.
 func TestDefaultQueue(t *testing.T) {
 	t.Parallel()
 	opt, err := redis.ParseURL(redistest.Own(t))
@@ -27,8 +28,14 @@ func TestDefaultQueue(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	c := producer.NewClientFromRedisClient(rdb)
 	sms := producer.SMS{To: "+15551234567", Body: "hi"}
+	if info, err := producer.NewClientFromRedisClient(rdb).EnqueueSMS(ctx, "acme", sms); err != nil || info.Queue != "default" {
+		t.Fatalf("enqueue with no layout in Redis: %v, %v; want it on default", info, err)
+	}
+	if err := rdb.Set(ctx, keyspace.LayoutKey(keyspace.DefaultPrefix), "shards=1", 0).Err(); err != nil {
+		t.Fatal(err) // as the first worker of this version does
+	}
+	c := producer.NewClientFromRedisClient(rdb)
 	built, err := producer.NewSMSTask("acme", sms, asynq.Queue("built"))
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +55,9 @@ func TestDefaultQueue(t *testing.T) {
 		{"built with a queue", func() (*asynq.TaskInfo, error) { return c.Enqueue(ctx, built) }, "built"},
 		{"built with one, enqueued with another", func() (*asynq.TaskInfo, error) { return c.Enqueue(ctx, built, asynq.Queue("later")) }, "later"},
 		{"email enqueued with a queue", func() (*asynq.TaskInfo, error) { return c.Enqueue(ctx, plain, asynq.Queue("later")) }, "later"},
+	}
+	if q, err := c.Queue(ctx, producer.TypeEmail, "acme"); err != nil || q != producer.TypeEmail {
+		t.Errorf("Queue(email) = %q, %v; want %q", q, err, producer.TypeEmail)
 	}
 	for _, tc := range cases {
 		info, err := tc.enqueue()

@@ -48,7 +48,8 @@ type PageConfig struct {
 	Activity *Activity
 
 	// Queues are the asynq queues whose retry sets the page reads for the
-	// throttled backlog: the worker's (worker.Server.Queues). Default {"default"}.
+	// throttled backlog: give the worker's (worker.Server.Queues). Default
+	// {"default"}.
 	Queues []string
 
 	// Prefix starts the limiter's Redis keys: the worker's

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,19 +33,18 @@ type Balancer struct {
 	class  string
 	groups []string
 	rules  []Check
-	floor  int64 // shares each group keeps, never moved
 	lines  []*Lines
 }
 
 // NewBalancer returns the Balancer of class's leased rules over groups,
-// on l's client and prefix. rules are the rules as their checks have them
-// (key, policy); groups the shards' groups, at least two.
+// on l's client and prefix. rules are the rules as the workers check them
+// (key, limit, window with the margin); groups the shards' groups, at
+// least two.
 func (l *Limiter) NewBalancer(class string, groups []string, rules []Check) (*Balancer, error) {
 	if len(groups) < 2 || len(rules) == 0 || class == "" {
 		return nil, fmt.Errorf("throttle: %w: a balancer needs a class, two groups or more, and a rule", ErrInvalidConfig)
 	}
-	b := &Balancer{l: l, class: class, groups: slices.Clone(groups), rules: slices.Clone(rules),
-		floor: LeaseParts * DefaultBalancerFloor / 100 / int64(len(groups))}
+	b := &Balancer{l: l, class: class, groups: slices.Clone(groups), rules: slices.Clone(rules)}
 	for _, g := range groups {
 		b.lines = append(b.lines, l.InGroup(g).Lines(LinesConfig{}))
 	}
@@ -62,26 +62,27 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 	}
 	leases := b.l.Leases()
 	var targets [][]int64
-	woken := make([]bool, len(b.groups))
+	changed := false
 	for _, rule := range b.rules {
 		if _, err := leases.Open(ctx, rule); err != nil {
 			return nil, err
 		}
-		target := b.targets(demand)
+		target := b.targets(demand, rule)
 		targets = append(targets, target)
-		got, err := b.move(ctx, leases, rule, target)
+		moved, err := b.move(ctx, leases, rule, target)
 		if err != nil {
 			return nil, err
 		}
-		for i := range woken {
-			woken[i] = woken[i] || got[i]
-		}
+		changed = changed || moved
 	}
+	if !changed {
+		return targets, nil
+	}
+	// A share raised, by a move, a recovery or a target cleared: a class
+	// whose lease was worth less than a task sleeps until woken.
 	var errs []error
-	for i, ls := range b.lines {
-		if woken[i] {
-			errs = append(errs, ls.Wake(ctx, b.class))
-		}
+	for _, ls := range b.lines {
+		errs = append(errs, ls.Wake(ctx, b.class))
 	}
 	return targets, errors.Join(errs...)
 }
@@ -114,55 +115,92 @@ func (b *Balancer) demand(ctx context.Context) ([]float64, error) {
 	return demand, nil
 }
 
-// targets returns each group's share: its floor, and of the rest a part
-// in proportion to its demand, or an even part when none waits.
-func (b *Balancer) targets(demand []float64) []int64 {
-	n := int64(len(b.groups))
-	rest := LeaseParts - b.floor*n
+// floorUnits is the units each of n groups keeps of a rule of limit,
+// never moved: DefaultBalancerFloor percent of it spread evenly, at least
+// one each when the limit allows, so that a group with no demand admits
+// its first tasks at once.
+func floorUnits(limit int64, n int) int64 {
+	units := limit * DefaultBalancerFloor / 100 / int64(n)
+	if units == 0 && limit >= int64(n) {
+		units = 1
+	}
+	return units
+}
+
+// targets returns each group's share of rule, in whole units: its floor,
+// and of the rest a part in proportion to its demand (evenly when none
+// waits), the units left by rounding going to the largest remainders.
+func (b *Balancer) targets(demand []float64, rule Check) []int64 {
+	n, limit := len(b.groups), int64(rule.Policy.Limit)
+	floor := floorUnits(limit, n)
+	rest := limit - floor*int64(n)
 	total := 0.0
 	for _, d := range demand {
 		total += d
 	}
-	target := make([]int64, n)
+	units, frac := make([]int64, n), make([]float64, n)
+	left := rest
 	for i, d := range demand {
 		part := float64(rest) / float64(n)
 		if total > 0 {
 			part = float64(rest) * d / total
 		}
-		target[i] = b.floor + int64(math.Floor(part))
+		whole := int64(math.Floor(part))
+		units[i], frac[i], left = floor+whole, part-float64(whole), left-whole
 	}
-	return target
-}
-
-// move sets the givers' targets, then moves shares from the pool and the
-// groups above their target to those below, largest gaps first, and
-// completes the moves left unsettled. It reports which groups received.
-func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target []int64) ([]bool, error) {
-	all := append([]string{DefaultGroup}, b.groups...)
-	for _, g := range all {
-		if _, err := leases.Recover(ctx, rule, g, DefaultRecoverAfter); err != nil {
-			return nil, err
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(frac[y], frac[x]) })
+	for _, i := range order[:min(int(left), n)] {
+		units[i]++
+	}
+	shares, sum, largest := make([]int64, n), int64(0), 0
+	for i, u := range units {
+		shares[i] = (u*LeaseParts + limit - 1) / limit // the least share worth u
+		sum += shares[i]
+		if shares[i] > shares[largest] {
+			largest = i
 		}
 	}
+	shares[largest] -= max(0, sum-LeaseParts) // a limit that does not divide LeaseParts
+	return shares
+}
+
+// move completes the moves left unsettled, sets the givers' targets, then
+// moves shares from the pool and the groups above their target to those
+// below, largest gaps first. It reports whether a group's share, or what
+// it admits, may have grown.
+func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target []int64) (bool, error) {
+	all := append([]string{DefaultGroup}, b.groups...)
+	changed := false
+	for _, g := range all {
+		n, err := leases.Recover(ctx, rule, g, DefaultRecoverAfter)
+		if err != nil {
+			return false, err
+		}
+		changed = changed || n > 0
+	}
 	share := make([]int64, len(all))
+	want := append([]int64{0}, target...) // the pool wants nothing
 	for i, g := range all {
 		lease, err := leases.Read(ctx, rule, g)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
 		share[i] = lease.Share
-	}
-	want := append([]int64{0}, target...) // the pool wants nothing
-	for i, g := range all {
 		t := int64(-1) // a receiver gives nothing anyway
 		if share[i] > want[i] {
 			t = want[i]
 		}
-		if err := leases.SetTarget(ctx, rule, g, t); err != nil {
-			return nil, err
+		if t != lease.Target {
+			changed = changed || t < 0 || t > lease.Target
+			if err := leases.SetTarget(ctx, rule, g, t); err != nil {
+				return false, err
+			}
 		}
 	}
-	got := make([]bool, len(b.groups))
 	for _, to := range gapsFirst(want, share, -1) {
 		for _, from := range gapsFirst(want, share, 1) {
 			need := want[to] - share[to]
@@ -171,13 +209,13 @@ func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target 
 			}
 			n, err := leases.Move(ctx, rule, all[from], all[to], min(need, share[from]-want[from]))
 			if err != nil {
-				return nil, err
+				return false, err
 			}
 			share[from], share[to] = share[from]-n, share[to]+n
-			got[to-1] = got[to-1] || n > 0
+			changed = changed || n > 0
 		}
 	}
-	return got, nil
+	return changed, nil
 }
 
 // gapsFirst returns the indexes whose share is above their want (sign 1)

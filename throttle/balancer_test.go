@@ -3,7 +3,6 @@ package throttle_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,13 +12,14 @@ import (
 )
 
 // TestBalancerFollowsDemand: one global rule of 20 a second leased over two
-// groups; tasks arrive in the first for two seconds, then in the second
-// for two. The balancer, stepping every 100 ms, gives the first nearly all
-// the shares, then moves them to the second; by the record of every
-// admission, no second over both groups holds more than 20.
+// groups. Tasks wait in the first: the balancer gives it all but the
+// second's floor at once (the second's log is empty). They leave, and
+// tasks wait in the second: the shares follow as the first's log empties,
+// within about a window.
 func TestBalancerFollowsDemand(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
 		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1}
 		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
 		groups := []string{"sms.0", "sms.1"}
@@ -27,48 +27,97 @@ func TestBalancerFollowsDemand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all, cancel := context.WithTimeout(context.Background(), 4500*time.Millisecond)
-		defer cancel()
-		var rec leaseRecord
-		var wg sync.WaitGroup
-		arrival := func(id string) throttle.Arrival {
-			return throttle.Arrival{Class: "sms", Tenant: fmt.Sprintf("t%d", len(id)%3), Queue: "q", ID: id, Checks: checks}
+		if _, err := b.Step(ctx); err != nil {
+			t.Fatal(err)
 		}
-		lines := make([]*throttle.Lines, len(groups))
 		for i, g := range groups {
-			lines[i] = l.InGroup(g).Lines(throttle.LinesConfig{})
-			wg.Go(func() { serve(all, t, lines[i], arrival, &rec) })
-		}
-		wg.Go(func() {
-			for all.Err() == nil {
-				if _, err := b.Step(all); err != nil && all.Err() == nil {
-					t.Error(err)
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		})
-		shares := make([][]int64, 2)
-		for phase, g := range groups {
-			ctx, stop := context.WithTimeout(all, 2*time.Second)
-			feed(ctx, t, lines[phase], arrival, fmt.Sprintf("%s-%d", g, phase), &rec)
-			stop()
-			for _, h := range groups {
-				lease, err := l.Leases().Read(context.Background(), rule, h)
+			lines := l.InGroup(g).Lines(throttle.LinesConfig{})
+			var parked []string
+			for j := range 30 {
+				id := fmt.Sprintf("%s-%d", g, j)
+				turn, err := lines.Arrive(ctx, throttle.Arrival{Class: "sms", Tenant: "acme", Queue: "q", ID: id, Checks: checks})
 				if err != nil {
 					t.Fatal(err)
 				}
-				shares[phase] = append(shares[phase], lease.Share)
+				if turn.Outcome == throttle.Parked {
+					parked = append(parked, id)
+				}
+			}
+			steps, took := stepUntil(t, b, l, rule, g, 19)
+			t.Logf("%s: all but the other's floor (19 of 20) after %d steps, %v", g, steps, took.Round(10*time.Millisecond))
+			if i == 0 && steps != 1 {
+				t.Errorf("%s took %d steps to get shares the other group never used, want 1", g, steps)
+			}
+			for _, id := range parked { // its tasks leave: demand moves
+				if err := lines.Drop(ctx, id); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-		wg.Wait()
-		if shares[0][0] < throttle.LeaseParts*8/10 || shares[1][1] < throttle.LeaseParts/2 {
-			t.Errorf("shares after demand in the first group %v, then in the second %v, of %d: want the first above 0.8 of it, then the second above half",
-				shares[0], shares[1], throttle.LeaseParts)
+	})
+}
+
+// stepUntil steps b every 100 ms until group g's share of rule is worth
+// units, failing t after 5 s, and returns the steps and the time it took.
+func stepUntil(t *testing.T, b *throttle.Balancer, l *throttle.Limiter, rule throttle.Check, g string, units int64) (int, time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	for steps := 1; ; steps++ {
+		if _, err := b.Step(ctx); err != nil {
+			t.Fatal(err)
 		}
-		if most := rec.fullest(time.Second); most > 20 {
-			t.Errorf("the fullest second over both groups holds %d, over the limit of 20", most)
+		lease, err := l.Leases().Read(ctx, rule, g)
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("%d admissions in 4.5 s over both groups, the fullest second %d of 20; shares %v then %v", len(rec.ats), rec.fullest(time.Second), shares[0], shares[1])
+		if lease.Share*int64(rule.Policy.Limit)/throttle.LeaseParts >= units {
+			return steps, time.Since(start)
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%s's share %d, worth %d units of %d after 5 s, want %d", g, lease.Share,
+				lease.Share*int64(rule.Policy.Limit)/throttle.LeaseParts, rule.Policy.Limit, units)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestBalancerFloor: a group with no demand keeps a floor worth a whole
+// unit of a small rule (20 a second over two groups: a tenth is one unit
+// each), so it admits its first task at once; the rest goes to demand.
+func TestBalancerFloor(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Hour}, Cost: 1}
+		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
+		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Step(ctx); err != nil { // nothing waits: an even split
+			t.Fatal(err)
+		}
+		busy := l.InGroup("sms.0").Lines(throttle.LinesConfig{})
+		for i := range 15 {
+			if _, err := busy.Arrive(ctx, throttle.Arrival{Class: "sms", Tenant: "acme", Queue: "q", ID: fmt.Sprint("a", i), Checks: checks}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		targets, err := b.Step(ctx) // sms.0 waits: it wants all but sms.1's floor
+		if err != nil {
+			t.Fatal(err)
+		}
+		if units := targets[0][1] * 20 / throttle.LeaseParts; units != 1 {
+			t.Errorf("the idle group's target %d is worth %d units of 20, want its floor of 1", targets[0][1], units)
+		}
+		if units := targets[0][0] * 20 / throttle.LeaseParts; units != 19 {
+			t.Errorf("the waiting group's target %d is worth %d units of 20, want 19 (20 less the idle group's floor)", targets[0][0], units)
+		}
+		turn, err := l.InGroup("sms.1").Lines(throttle.LinesConfig{}).Arrive(ctx,
+			throttle.Arrival{Class: "sms", Tenant: "globex", Queue: "q", ID: "g0", Checks: checks})
+		if err != nil || turn.Outcome != throttle.Admitted {
+			t.Errorf("the idle group's first task: %v, %v; want admitted at once", turn.Outcome, err)
+		}
 	})
 }

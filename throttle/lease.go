@@ -17,8 +17,13 @@ import (
 
 // LeaseParts is the whole of a global rule's limit in shares: a group
 // holding s of them is worth floor(s × limit ÷ LeaseParts) units of it
-// (docs/SCALING.md, "A global rule kept exact across shards").
-const LeaseParts = 1 << 20
+// (docs/SCALING.md, "A global rule kept exact across shards"). It is
+// 2^6 × 3^3 × 5^5 × 7, so that a unit of most limits (10, 20, 25, 50,
+// 60, 100, 300, 1,000, 3,600, 100,000, ...) is a whole number of shares
+// and a split in whole units loses none; share × limit stays below 2^53
+// for every limit Sluice takes. lua/lines_base.lua and restamp.lua hold
+// it too (TestLeaseParts).
+const LeaseParts = 37_800_000
 
 // Lease is a group's share of a global rule.
 type Lease struct {
@@ -141,7 +146,9 @@ func (ls *Leases) SetTarget(ctx context.Context, c Check, g string, target int64
 
 // Move moves up to shares of rule c from group from to group to: from
 // gives what no window of its log that ends now or later needs, down to
-// its target at most, then to takes it, then the move is settled. It
+// its target at most, then to takes it, then the move is settled. c is
+// the rule as the workers check it: its limit, and its window with the
+// margin, are what the give keeps the log's windows within. It
 // returns the shares moved. A failure between the give and the take
 // leaves the move to Recover: the shares are in neither lease meanwhile.
 func (ls *Leases) Move(ctx context.Context, c Check, from, to string, shares int64) (int64, error) {
@@ -207,10 +214,17 @@ func (ls *Leases) complete(ctx context.Context, c Check, from string, m LeaseMov
 	return nil
 }
 
+// moveMemory is how long a group remembers a move it took
+// (lua/lease_take.lua keeps it an hour), less a margin: Recover leaves an
+// older move alone, since its take could not tell it had run.
+const moveMemory = 50 * time.Minute
+
 // Recover completes the moves of rule c that group g gave more than
 // older ago and that were never settled (a mover stopped between its
 // steps), and returns how many it completed. A move taken already is
-// only settled: the take runs once per move.
+// only settled: the take runs once per move. A move older than the
+// receiver remembers (50 minutes) is left: its shares may be lost, never
+// doubled, until the rule's leases are reset.
 func (ls *Leases) Recover(ctx context.Context, c Check, g string, older time.Duration) (int, error) {
 	lease, err := ls.Read(ctx, c, g)
 	if err != nil {
@@ -222,7 +236,7 @@ func (ls *Leases) Recover(ctx context.Context, c Check, g string, older time.Dur
 	}
 	done := 0
 	for _, m := range lease.Out {
-		if now.Sub(m.At) < older {
+		if age := now.Sub(m.At); age < older || age > moveMemory {
 			continue
 		}
 		if err := ls.complete(ctx, c, g, m); err != nil {

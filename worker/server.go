@@ -122,6 +122,7 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	cfg.warnOldQueues()
 	rdb.AddHook(SyncHook{})
 	// Batching: the decisions of tasks that start while others are being
 	// decided go to Redis together, one pipeline instead of a round trip
@@ -186,13 +187,28 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.Queues == nil {
+	if len(c.Queues) == 0 {
 		c.Queues = map[string]int{}
 		for _, q := range layout.Default.Queues(c.served(), producer.TaskTypes()) {
 			c.Queues[q] = 1
 		}
 	}
 	return c
+}
+
+// warnOldQueues warns when c's queues are Sluice 0.1's, default without
+// the type queues: producers of this version put tasks there once a
+// worker of this version has written the layout.
+func (c Config) warnOldQueues() {
+	if _, old := c.Queues[layout.Legacy]; !old {
+		return
+	}
+	for _, t := range c.served() {
+		if q := layout.Default.Queue(t, ""); c.Queues[q] == 0 {
+			c.Logger.Warn("the queues name default but not a task type's queue, where producers of this version put the tasks they are given no queue for: serve it too, or leave the queues to the worker",
+				"queue", q)
+		}
+	}
 }
 
 // served returns the task types c has a provider for.
@@ -214,7 +230,7 @@ func (c Config) checkProviders() error {
 	switch {
 	case c.SMS == nil && c.Email == nil:
 		return errors.New("worker: no provider (Config.SMS, Config.Email): the worker would have nothing to send")
-	case c.Queues == nil:
+	case len(c.Queues) == 0:
 		return nil
 	case c.SMS == nil:
 		return fmt.Errorf("worker: no SMS provider (Config.SMS), and Config.Queues names the queues: they may hold %s tasks, which the worker would archive unsent; leave Queues nil to serve only the queues of %s", producer.TypeSMS, producer.TypeEmail)

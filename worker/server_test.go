@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -188,6 +189,18 @@ func TestServerQueues(t *testing.T) {
 		if got := srv.Queues(); !slices.Equal(got, tc.want) {
 			t.Errorf("queues %v, want %v", got, tc.want)
 		}
+	}
+	// Sluice 0.1's queues, default alone: a warning for each type's queue.
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	_, err = worker.NewServer(rdb, worker.Config{Policies: policies.Static(p), SMS: provider.LogProvider{}, Email: provider.LogProvider{},
+		Queues: map[string]int{"default": 1}, ThrottleConfig: worker.ThrottleConfig{Logger: logger}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "the queues name default but not a task type's queue"); n != 2 ||
+		!strings.Contains(logs.String(), "queue=sms:send") || !strings.Contains(logs.String(), "queue=email:send") {
+		t.Errorf("logs %q: want a warning for sms:send and one for email:send", logs.String())
 	}
 }
 

@@ -235,8 +235,11 @@ func (b *bulk) enqueueAll(ctx context.Context, pc *producer.Client, in io.Reader
 			enqueued++
 		case errors.Is(err, asynq.ErrTaskIDConflict):
 			bar.clear()
-			b.reject(line, "id %q is taken: queue %s already has a task with this id",
-				optString(opts, asynq.TaskIDOpt, ""), queueOf(optString(opts, asynq.QueueOpt, b.queue), task))
+			q := optString(opts, asynq.QueueOpt, b.queue)
+			if q == "" {
+				q, _ = pc.Queue(ctx, task.Type(), task.Headers()[producer.HeaderTenant])
+			}
+			b.reject(line, "id %q is taken: queue %s already has a task with this id", optString(opts, asynq.TaskIDOpt, ""), q)
 		default:
 			bar.clear()
 			done--

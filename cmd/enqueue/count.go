@@ -16,7 +16,8 @@ import (
 type countRun struct {
 	task   *asynq.Task
 	count  int
-	queue  string
+	queue  string // --queue, "" for the layout's
+	named  string // the queue the tasks go to, for messages
 	id     string // --id: the task's ID, or with count > 1 the start of each ID
 	stdout io.Writer
 	stderr io.Writer
@@ -47,7 +48,7 @@ func (c countRun) enqueue(ctx context.Context, pc *producer.Client) (enqueued, n
 			}
 			continue
 		case errors.Is(err, asynq.ErrTaskIDConflict):
-			fmt.Fprintf(c.stderr, "enqueue: task %d: id %q is taken: queue %s already has a task with this id\n", i, id, queueOf(c.queue, c.task))
+			fmt.Fprintf(c.stderr, "enqueue: task %d: id %q is taken: queue %s already has a task with this id\n", i, id, c.named)
 			notEnqueued++
 			continue
 		}

@@ -148,10 +148,17 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 		return cli.ExitStatus(err)
 	}
 	defer closeRedis()
-	c := countRun{task: task, count: *count, queue: *queue, id: *id, stdout: stdout, stderr: stderr}
+	q := *queue
+	if q == "" {
+		if q, err = pc.Queue(ctx, task.Type(), *tenant); err != nil {
+			fmt.Fprintln(stderr, "enqueue:", err)
+			return 1
+		}
+	}
+	c := countRun{task: task, count: *count, queue: *queue, named: q, id: *id, stdout: stdout, stderr: stderr}
 	enqueued, notEnqueued := c.enqueue(ctx, pc)
 	if *count > 1 {
-		fmt.Fprintf(stdout, "enqueued %d of %d %s tasks for tenant %s on queue %s\n", enqueued, *count, kind, *tenant, queueOf(*queue, task))
+		fmt.Fprintf(stdout, "enqueued %d of %d %s tasks for tenant %s on queue %s\n", enqueued, *count, kind, *tenant, q)
 	}
 	if notEnqueued > 0 {
 		return 1
@@ -160,9 +167,11 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 }
 
 // checkTaskFlags checks --max-retry and --queue, for a usage error.
-// queueOf returns the queue a task goes to: explicit, when not empty, or
-// the one the layout gives its type and tenant. This version runs one
-// layout, layout.Default, which the producer checks in Redis.
+// queueOf returns the queue the first pass of bulk checks a task's ID in:
+// explicit, when not empty, or the one layout.Default gives its type and
+// tenant. Under layout.Old (no worker of this version has started yet)
+// every type goes to default, and two lines of one ID and different types
+// are refused by asynq as the second is enqueued, not by the first pass.
 func queueOf(explicit string, task *asynq.Task) string {
 	if explicit != "" {
 		return explicit

@@ -35,6 +35,11 @@ func TestServesItsTypes(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
+	// As the first worker of this version does: until then producers keep
+	// to default, where older workers look.
+	if err := rdb.Set(ctx, keyspace.LayoutKey(keyspace.DefaultPrefix), "shards=1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 	pc := producer.NewClientFromRedisClient(rdb)
 	enqueue := func(id string, email bool, opts ...asynq.Option) {
 		t.Helper()

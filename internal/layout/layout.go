@@ -24,7 +24,8 @@ const Legacy = "default"
 // Sentinel; the only one this version runs.
 const DefaultShards = 1
 
-// Layout is how tasks are spread: over Shards shards.
+// Layout is how tasks are spread: over Shards shards; 0 is Sluice 0.1's
+// layout, every task in the queue Legacy (Old).
 type Layout struct {
 	Shards int
 }
@@ -32,11 +33,23 @@ type Layout struct {
 // Default is the layout a worker writes when Redis names none.
 var Default = Layout{Shards: DefaultShards}
 
+// Old is the layout of a Redis that names none: Sluice 0.1's, where
+// producers put every task in Legacy. A producer keeps to it until a
+// worker of this version writes Default, so that tasks enqueued before the
+// workers are upgraded go where the old workers look.
+var Old = Layout{}
+
 // ErrOther: Redis names another layout than the one asked for.
 var ErrOther = errors.New("another layout")
 
-// String is the layout as its marker holds it: "shards=<S>".
-func (l Layout) String() string { return "shards=" + strconv.Itoa(l.Shards) }
+// String is the layout as its marker holds it: "shards=<S>"; "none" for
+// Old, which no marker holds.
+func (l Layout) String() string {
+	if l == Old {
+		return "none"
+	}
+	return "shards=" + strconv.Itoa(l.Shards)
+}
 
 // Parse reads a marker's value, as String writes it.
 func Parse(s string) (Layout, error) {
@@ -49,8 +62,13 @@ func Parse(s string) (Layout, error) {
 }
 
 // Queue is the asynq queue of a task of taskType for tenant: its type's
-// name, on one shard.
-func (l Layout) Queue(taskType, tenant string) string { return taskType }
+// name, on one shard; Legacy under Old.
+func (l Layout) Queue(taskType, tenant string) string {
+	if l == Old {
+		return Legacy
+	}
+	return taskType
+}
 
 // Queues are the queues a worker with providers for taskTypes serves: each
 // type's, and Legacy when it has a provider for every type of allTypes, so
@@ -102,8 +120,14 @@ func Check(ctx context.Context, rdb redis.UniversalClient, prefix string, want L
 		return err
 	}
 	if ok && got != want {
-		return fmt.Errorf("%w: Redis holds layout %s (%s), and this process runs %s; docs/SCALING.md says how to change it",
-			ErrOther, got, keyspace.LayoutKey(prefix), want)
+		return Mismatch(prefix, got, want)
 	}
 	return nil
+}
+
+// Mismatch is the error of a process that runs want where Redis, under
+// prefix, names got: it matches ErrOther and names both.
+func Mismatch(prefix string, got, want Layout) error {
+	return fmt.Errorf("%w: Redis holds layout %s (%s), and this process runs %s; docs/SCALING.md says how to change it",
+		ErrOther, got, keyspace.LayoutKey(prefix), want)
 }
