@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/keyspace"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -21,12 +20,7 @@ import (
 // in asynq. On a Redis of its own, as the type queues are shared names.
 func TestDefaultQueue(t *testing.T) {
 	t.Parallel()
-	opt, err := redis.ParseURL(redistest.Own(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := redistest.OwnClient(t, 0)
 	ctx := context.Background()
 	sms := producer.SMS{To: "+15551234567", Body: "hi"}
 	if info, err := producer.NewClientFromRedisClient(rdb).EnqueueSMS(ctx, "acme", sms); err != nil || info.Queue != "default" {
