@@ -4,10 +4,9 @@ j, the first step of a move (docs/SCALING.md, "A global rule kept exact
 across shards"): only what no window of its log that ends now or later
 needs, and no lower than its target.
 
-The lease is a hash beside the rule's log: s, the share, in parts of P of
-the rule's limit (worth floor(s * limit / P) units); t, the target the
-balancer set, if any; and out:<X>, "<to> <d> <time>", a move given and not
-yet settled, which recovery completes.
+The lease is a hash beside the rule's log (lease_worth.lua: s, the share,
+and t, the balancer's target), and out:<X>, "<to> <d> <time>", a move
+given and not yet settled, which recovery completes.
 
 KEYS[1]  the lease (<prefix>{<group>}e:<body>)
 KEYS[2]  the rule's log (<prefix>{<group>}:<body>); the pool's is the
@@ -17,17 +16,18 @@ ARGV[2]  to: the receiving group
 ARGV[3]  the shares asked for, at least 1
 ARGV[4]  the rule's limit, units
 ARGV[5]  the rule's window, us, the margin included
-ARGV[6]  P, the parts of a whole limit
 
 Reply: the shares given, 0 to ARGV[3]; a move X given before replies its
 own again, giving nothing more.
 ]]
 
+-- #include lease_worth.lua
+
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local lease, log = KEYS[1], KEYS[2]
 local id, to, asked = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local limit, window, parts = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local limit, window = tonumber(ARGV[4]), tonumber(ARGV[5])
 
 local done = redis.call('HGET', lease, 'out:' .. id)
 if done then
@@ -48,7 +48,7 @@ end
 
 local h = redis.call('HMGET', lease, 's', 't')
 local share = tonumber(h[1]) or 0
-local keep = math.ceil(peak * parts / limit)
+local keep = math.ceil(peak * leaseParts / limit)
 if h[2] then
   keep = math.max(keep, tonumber(h[2]))
 end

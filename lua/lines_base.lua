@@ -105,8 +105,7 @@ local function declared(key)
   return declaredSet[key] == true
 end
 
--- leaseParts is a whole limit in shares (throttle.LeaseParts).
-local leaseParts = 37800000
+-- #include lease_worth.lua
 
 -- leaseOf is the lease beside a log: its key with 'e' after the hash tag.
 local function leaseOf(log)
@@ -128,9 +127,7 @@ local function rulesFrom(flat, first)
     if rule.shared == 2 then
       rule.shared, rule.lease = 1, leaseOf(rule.key)
       if declared(rule.lease) then
-        local h = redis.call('HMGET', rule.lease, 's', 't')
-        local share = tonumber(h[1]) or 0
-        rule.limit = math.floor(math.min(share, tonumber(h[2]) or share) * rule.limit / leaseParts)
+        rule.limit = leaseWorth(rule.lease, rule.limit)
       else
         rule.unleased = true
       end

@@ -75,7 +75,7 @@ func TestNoLongScripts(t *testing.T) {
 func TestLeaseParts(t *testing.T) {
 	t.Parallel()
 	want := strconv.Itoa(throttle.LeaseParts)
-	for _, name := range []string{"lines_base.lua", "restamp.lua"} {
+	for _, name := range []string{"lease_worth.lua"} {
 		src, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ ARGV[4i - 1]   rule i's limit
 ARGV[4i]       rule i's window, us, the margin included
 ARGV[4i + 1]   rule i's cost: the task's members in log i
 ARGV[4i + 2]   1 when rule i is leased: its limit is what its lease is
-               worth, floor(min(s, t) * limit / 37800000), else 0
+               worth (lease_worth.lua), else 0
 
 The task's members are '<stamp>-c<id>#j', j = 1 .. cost, all at its
 admission p. Each becomes '<now>-c<id>#j' at now, in every log or in none:
@@ -25,6 +25,8 @@ Reply: the time the members stand at, us: now, or their own time when it
 is not before now; 0 when nothing moved: a log lacks a member, or a
 window would go over.
 ]]
+
+-- #include lease_worth.lua
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
@@ -57,9 +59,7 @@ local moves, at = {}, now
 for i = 1, n do
   local limit, window, cost = tonumber(ARGV[4 * i - 1]), tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
   if ARGV[4 * i + 2] == '1' then
-    local h = redis.call('HMGET', KEYS[n + i], 's', 't')
-    local share = tonumber(h[1]) or 0
-    limit = math.floor(math.min(share, tonumber(h[2]) or share) * limit / 37800000)
+    limit = leaseWorth(KEYS[n + i], limit)
   end
   local names, p = mine(i, cost)
   if not names then

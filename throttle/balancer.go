@@ -34,6 +34,7 @@ type Balancer struct {
 	groups []string
 	rules  []Check
 	lines  []*Lines
+	opened bool // the pools of rules are open
 }
 
 // NewBalancer returns the Balancer of class's leased rules over groups,
@@ -64,8 +65,10 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 	var targets [][]int64
 	changed := false
 	for _, rule := range b.rules {
-		if _, err := leases.Open(ctx, rule); err != nil {
-			return nil, err
+		if !b.opened {
+			if _, err := leases.Open(ctx, rule); err != nil {
+				return nil, err
+			}
 		}
 		target := b.targets(demand, rule)
 		targets = append(targets, target)
@@ -75,6 +78,7 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 		}
 		changed = changed || moved
 	}
+	b.opened = true
 	if !changed {
 		return targets, nil
 	}

@@ -21,8 +21,8 @@ import (
 // 2^6 × 3^3 × 5^5 × 7, so that a unit of most limits (10, 20, 25, 50,
 // 60, 100, 300, 1,000, 3,600, 100,000, ...) is a whole number of shares
 // and a split in whole units loses none; share × limit stays below 2^53
-// for every limit Sluice takes. lua/lines_base.lua and restamp.lua hold
-// it too (TestLeaseParts).
+// for every limit Sluice takes. lua/lease_worth.lua holds it too
+// (TestLeaseParts).
 const LeaseParts = 37_800_000
 
 // Lease is a group's share of a global rule.
@@ -185,7 +185,7 @@ func (ls *Leases) give(ctx context.Context, c Check, from, to, id string, shares
 		return fail(err)
 	}
 	n, err := lua.LeaseGive.Run(ctx, ls.l.rdb, []string{k.lease, k.window}, id, to, shares,
-		c.Policy.Limit, c.Policy.Window.Microseconds(), LeaseParts).Int64()
+		c.Policy.Limit, c.Policy.Window.Microseconds()).Int64()
 	if err != nil {
 		return fail(err)
 	}

@@ -8,12 +8,12 @@ package history
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/sluicehq/sluice/worker"
 )
@@ -48,7 +48,7 @@ func (h *History) Read(r io.Reader) error {
 	scan.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for n := 1; scan.Scan(); n++ {
 		text := scan.Bytes()
-		if !strings.Contains(string(text), worker.RecordAdmitted) && !strings.Contains(string(text), worker.RecordRestamped) {
+		if !bytes.Contains(text, []byte(worker.RecordAdmitted)) && !bytes.Contains(text, []byte(worker.RecordRestamped)) {
 			continue
 		}
 		var l line

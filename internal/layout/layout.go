@@ -75,11 +75,19 @@ func (l Layout) Queue(taskType, tenant string) string {
 // that a task an older producer put there is never fetched by a worker
 // that cannot send it.
 func (l Layout) Queues(taskTypes, allTypes []string) []string {
-	qs := append([]string(nil), taskTypes...)
+	var qs []string
+	for _, t := range taskTypes {
+		if q := l.Queue(t, ""); !slices.Contains(qs, q) {
+			qs = append(qs, q)
+		}
+	}
 	for _, t := range allTypes {
 		if !slices.Contains(taskTypes, t) {
 			return qs
 		}
+	}
+	if slices.Contains(qs, Legacy) {
+		return qs // Old: every type's queue is Legacy
 	}
 	return append(qs, Legacy)
 }

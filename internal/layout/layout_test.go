@@ -48,6 +48,9 @@ func TestQueues(t *testing.T) {
 			t.Errorf("Queues(%v) = %v, want %v", c.served, got, c.want)
 		}
 	}
+	if got := layout.Old.Queues(all, all); !slices.Equal(got, []string{layout.Legacy}) {
+		t.Errorf("Old.Queues = %v, want default alone", got)
+	}
 	if got := layout.Default.Queue("sms:send", "acme"); got != "sms:send" {
 		t.Errorf("Queue(sms:send, acme) = %q, want the type's queue", got)
 	}
