@@ -20,6 +20,8 @@ import (
 // themselves, to the microsecond.
 
 // counterAlgorithms are the algorithms that keep a few numbers per key.
+// Tests whose counts must not move use MaxWindow: no fixed window ends and
+// no GCRA unit frees while they run.
 var counterAlgorithms = []throttle.Algorithm{throttle.SlidingWindow, throttle.GCRA, throttle.FixedWindow}
 
 func keyFor(t *testing.T, l *throttle.Limiter, key string, a throttle.Algorithm) string {
@@ -111,7 +113,7 @@ func TestAlgorithmsAreAllOrNothing(t *testing.T) {
 		ctx := context.Background()
 		for _, alg := range counterAlgorithms {
 			t.Run(string(alg), func(t *testing.T) {
-				counter := throttle.Policy{Limit: 1, Window: time.Hour, Algorithm: alg}
+				counter := throttle.Policy{Limit: 1, Window: throttle.MaxWindow, Algorithm: alg}
 				call := func(logKey, counterKey string) throttle.MultiDecision {
 					t.Helper()
 					md, err := l.AllowMulti(ctx, []throttle.Check{
@@ -156,7 +158,7 @@ func TestAlgorithmsKeepStatesApart(t *testing.T) {
 		const key = "shared"
 		for round := range 2 {
 			for _, alg := range throttle.Algorithms() {
-				p := throttle.Policy{Limit: 1, Window: time.Hour, Algorithm: alg}
+				p := throttle.Policy{Limit: 1, Window: throttle.MaxWindow, Algorithm: alg}
 				d, err := l.Allow(ctx, key, p)
 				if err != nil {
 					t.Fatalf("round %d, %s: %v", round, alg, err)
@@ -176,7 +178,7 @@ func TestAlgorithmsKeepStatesApart(t *testing.T) {
 			t.Errorf("keys after Reset = %q, want none", keys)
 		}
 		for _, alg := range throttle.Algorithms() {
-			if d := mustAllowN(t, l, key, throttle.Policy{Limit: 1, Window: time.Hour, Algorithm: alg}, 1); !d.Allowed {
+			if d := mustAllowN(t, l, key, throttle.Policy{Limit: 1, Window: throttle.MaxWindow, Algorithm: alg}, 1); !d.Allowed {
 				t.Errorf("%s after Reset: %+v, want allowed", alg, d)
 			}
 		}
@@ -189,7 +191,7 @@ func TestPeekOfCounters(t *testing.T) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		ctx := context.Background()
 		for _, alg := range counterAlgorithms {
-			p := throttle.Policy{Limit: 3, Window: time.Hour, Algorithm: alg}
+			p := throttle.Policy{Limit: 3, Window: throttle.MaxWindow, Algorithm: alg}
 			key := "peek:" + string(alg)
 			mustAllowN(t, l, key, p, 2)
 			before := snapshot(t, rdb, keyFor(t, l, key, alg))
@@ -211,13 +213,14 @@ func TestPeekOfCounters(t *testing.T) {
 
 // TestCounterLimitsAboveTheLog: a counter takes limits up to
 // MaxCounterLimit, and an AllowN of millions of units, in a key of constant
-// size; the log refuses them.
+// size; the log refuses them. The window is as long as a policy allows, so
+// the GCRA frees no unit between the two calls (one every 32 s, not 8.6 ms).
 func TestCounterLimitsAboveTheLog(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		ctx := context.Background()
 		for _, alg := range counterAlgorithms {
-			p := throttle.Policy{Limit: throttle.MaxCounterLimit, Window: 24 * time.Hour, Algorithm: alg}
+			p := throttle.Policy{Limit: throttle.MaxCounterLimit, Window: throttle.MaxWindow, Algorithm: alg}
 			key := "big:" + string(alg)
 			// One unit first: were the policy's algorithm not used, the
 			// whole limit would be ten million members of a sorted set,
