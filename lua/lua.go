@@ -53,3 +53,6 @@ var LeaseGive = redis.NewScript(load("lease_give.lua"))
 
 // LeaseTake is the second step, once per move: see lease_take.lua.
 var LeaseTake = redis.NewScript(load("lease_take.lua"))
+
+// Claim takes or renews a role one process plays at a time: see claim.lua.
+var Claim = redis.NewScript(load("claim.lua"))

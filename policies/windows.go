@@ -100,7 +100,7 @@ func Windows(p *Policies, taskType, rule, tenant string) ([]RuleWindow, error) {
 		}
 		return nil, selectionErrorf("tenant: %v", err)
 	}
-	types := p.taskTypes()
+	types := p.TaskTypes()
 	if taskType != "" {
 		if len(p.Rules(taskType)) == 0 {
 			return nil, selectionErrorf("task type %q has no rules in %s (it runs unthrottled); %s", taskType, p.Source(), p.listTypes())
@@ -139,8 +139,8 @@ func Windows(p *Policies, taskType, rule, tenant string) ([]RuleWindow, error) {
 	return out, nil
 }
 
-// taskTypes returns the task types that p has rules for, in name order.
-func (p *Policies) taskTypes() []string {
+// TaskTypes returns the task types that p has rules for, in name order.
+func (p *Policies) TaskTypes() []string {
 	types := make([]string, 0, len(p.tasks))
 	for t := range p.tasks {
 		types = append(types, t)
@@ -151,7 +151,7 @@ func (p *Policies) taskTypes() []string {
 
 // listTypes says which task types p has rules for, for an error message.
 func (p *Policies) listTypes() string {
-	types := p.taskTypes()
+	types := p.TaskTypes()
 	if len(types) == 0 {
 		return "it has rules for no task type"
 	}

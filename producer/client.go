@@ -29,9 +29,8 @@ type Client struct {
 	// layout gives a task without a queue its queue; read from Redis at
 	// the first enqueue that needs it.
 	layoutMu   sync.Mutex
-	layoutRead time.Time // when layout and layoutErr were read; zero: never
+	layoutRead time.Time // when layout was read; zero: never
 	layout     layout.Layout
-	layoutErr  error
 }
 
 // NewClient returns a Client that connects to Redis with r, for example an
@@ -70,39 +69,35 @@ func NewClientFromRedisClient(rdb redis.UniversalClient, opts ...ClientOption) *
 		if err := keyspace.CheckPrefix(c.prefix); err != nil {
 			return &Client{err: fmt.Errorf("producer: %w: %w", ErrInvalidConfig, err)}
 		}
-		door := entrance.New(rdb, keyspace.LinesBase(c.prefix))
-		c.parker = &parker{door: door, inspect: asynq.NewInspectorFromRedisClient(rdb), waits: map[string]time.Time{}}
+		c.parker = &parker{rdb: rdb, prefix: c.prefix, inspect: asynq.NewInspectorFromRedisClient(rdb),
+			doors: map[string]*entrance.Door{}, waits: map[string]time.Time{}}
 	}
 	return c
 }
 
-// layoutRecheck is how long a Client keeps to layout.Old, when Redis
-// names no layout, before it reads the marker again: a worker of this
-// version writes it as it starts.
+// layoutRecheck is how long a Client keeps the layout it read before it
+// reads the marker again: a worker of this version writes it as it
+// starts.
 const layoutRecheck = 10 * time.Second
 
-// readLayout returns the layout Redis names: layout.Default once a worker
-// wrote it, layout.Old until then (read again every layoutRecheck). A
-// Redis that names a layout this Client cannot run is an error at every
-// call.
+// readLayout returns the layout Redis names: the one the first worker of
+// this version wrote, layout.Old until then; read again every
+// layoutRecheck. A marker that cannot be read is an error.
 func (c *Client) readLayout(ctx context.Context) (layout.Layout, error) {
 	c.layoutMu.Lock()
 	defer c.layoutMu.Unlock()
-	if !c.layoutRead.IsZero() && (c.layout != layout.Old || time.Since(c.layoutRead) < layoutRecheck) {
-		return c.layout, c.layoutErr
+	if !c.layoutRead.IsZero() && time.Since(c.layoutRead) < layoutRecheck {
+		return c.layout, nil
 	}
 	got, ok, err := layout.Read(ctx, c.rdb, c.prefix)
 	if err != nil {
-		return layout.Layout{}, err // Redis did not answer: ask again next time
+		return layout.Layout{}, err // ask again next time
 	}
-	c.layoutRead, c.layout, c.layoutErr = time.Now(), layout.Old, nil
-	switch {
-	case ok && got == layout.Default:
+	c.layoutRead, c.layout = time.Now(), layout.Old
+	if ok {
 		c.layout = got
-	case ok:
-		c.layout, c.layoutErr = got, layout.Mismatch(c.prefix, got, layout.Default)
 	}
-	return c.layout, c.layoutErr
+	return c.layout, nil
 }
 
 // Queue returns the queue a task of taskType for tenant goes to when it
@@ -194,17 +189,25 @@ func (c *Client) Enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Op
 // enqueue sends a validated task to Redis: on the queue the layout gives
 // it when it asks for one (HeaderQueue) and opts name none.
 func (c *Client) enqueue(ctx context.Context, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
-	if _, named := queueOf(opts); !named && task.Headers()[HeaderQueue] == QueueByLayout {
-		l, err := c.readLayout(ctx)
-		if err != nil {
+	_, named := queueOf(opts)
+	byLayout := !named && task.Headers()[HeaderQueue] == QueueByLayout
+	at, _ := TaskEnqueued(task)
+	park := c.parker != nil && parkable(at, opts)
+	var l layout.Layout
+	if byLayout || park {
+		var err error
+		if l, err = c.readLayout(ctx); err != nil {
 			return nil, fmt.Errorf("producer: enqueue %s for tenant %q: %w", task.Type(), tenant, err)
 		}
+	}
+	if byLayout {
 		opts = append([]asynq.Option{asynq.Queue(l.Queue(task.Type(), tenant))}, opts...)
 	}
 	var info *asynq.TaskInfo
 	var err error
-	if at, _ := TaskEnqueued(task); c.parker != nil && parkable(at, opts) && c.parker.waiting(ctx, task.Type()) {
-		info, err = c.parker.park(ctx, c.aq, task, tenant, opts)
+	// A task's line is in its shard's group, whatever queue it is in.
+	if group := l.Group(task.Type(), tenant); park && c.parker.waiting(ctx, group, task.Type()) {
+		info, err = c.parker.park(ctx, c.aq, group, task, tenant, opts)
 		if errors.Is(err, ErrEnqueuedLate) {
 			return info, fmt.Errorf("producer: enqueue %s for tenant %q: %w", task.Type(), tenant, err)
 		}

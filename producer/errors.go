@@ -17,9 +17,9 @@ var ErrInvalid = errors.New("invalid task")
 // with a bad option, such as a prefix with a brace (WithPrefix).
 var ErrInvalidConfig = errors.New("invalid client configuration")
 
-// ErrLayout is matched by the error of an enqueue, and of a worker's
-// start, when Redis names a layout (docs/SCALING.md) other than the one
-// this version runs: the error names both.
+// ErrLayout is matched by the error of a worker's start when Redis names
+// a layout (docs/SCALING.md) other than the one it was asked to run: the
+// error names both. A Client follows whatever layout Redis names.
 var ErrLayout = layout.ErrOther
 
 // FieldError reports one field of a task that is wrong. It wraps ErrInvalid,

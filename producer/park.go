@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/entrance"
+	"github.com/sluicehq/sluice/internal/keyspace"
 )
 
 // Parking at enqueue (docs/FAIRNESS.md, "Parked at enqueue"): while a
@@ -49,10 +51,24 @@ func WithoutParking() ClientOption {
 
 // parker parks tasks at enqueue for one Client.
 type parker struct {
-	door    *entrance.Door
+	rdb     redis.UniversalClient
+	prefix  string
 	inspect *asynq.Inspector
 	mu      sync.Mutex
-	waits   map[string]time.Time // task type -> until when it waits, as said
+	doors   map[string]*entrance.Door // by limiter group
+	waits   map[string]time.Time      // group and task type -> until when it waits, as said
+}
+
+// door returns the entrance of the lines of group.
+func (p *parker) door(group string) *entrance.Door {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d, ok := p.doors[group]
+	if !ok {
+		d = entrance.New(p.rdb, keyspace.Base(p.prefix, group))
+		p.doors[group] = d
+	}
+	return d
 }
 
 // parkable reports whether a task due at enqueued may be parked: it is
@@ -73,28 +89,29 @@ func parkable(enqueued time.Time, opts []asynq.Option) bool {
 	return true
 }
 
-// waiting reports whether typ waits in the lines. An error counts as no:
-// the task then goes on the pending list, as without parking.
-func (p *parker) waiting(ctx context.Context, typ string) bool {
+// waiting reports whether typ waits in the lines of group. An error counts
+// as no: the task then goes on the pending list, as without parking.
+func (p *parker) waiting(ctx context.Context, group, typ string) bool {
+	key := group + "\x00" + typ
 	p.mu.Lock()
-	until, ok := p.waits[typ]
+	until, ok := p.waits[key]
 	p.mu.Unlock()
 	if ok && time.Now().Before(until) {
 		return true
 	}
-	w, err := p.door.Waits(ctx, typ)
+	w, err := p.door(group).Waits(ctx, typ)
 	if err != nil || !w {
 		return false
 	}
 	p.mu.Lock()
-	p.waits[typ] = time.Now().Add(waitsFor)
+	p.waits[key] = time.Now().Add(waitsFor)
 	p.mu.Unlock()
 	return true
 }
 
-// park enqueues task, due a park from now, and enters it in its line.
-// Should the entrance refuse it, the task is run now, the usual way.
-func (p *parker) park(ctx context.Context, aq *asynq.Client, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
+// park enqueues task, due a park from now, and enters it in its line in
+// group. Should the entrance refuse it, the task is run now, the usual way.
+func (p *parker) park(ctx context.Context, aq *asynq.Client, group string, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
 	prio, err := TaskPriority(task)
 	if err != nil {
 		return nil, err
@@ -103,7 +120,7 @@ func (p *parker) park(ctx context.Context, aq *asynq.Client, task *asynq.Task, t
 	if err != nil {
 		return nil, err
 	}
-	err = p.door.Enter(ctx, entrance.Entry{Class: task.Type(), Priority: prio, Tenant: tenant, Queue: info.Queue, ID: info.ID})
+	err = p.door(group).Enter(ctx, entrance.Entry{Class: task.Type(), Priority: prio, Tenant: tenant, Queue: info.Queue, ID: info.ID})
 	if err == nil || errors.Is(err, entrance.ErrNotWoken) {
 		return info, nil
 	}

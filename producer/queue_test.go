@@ -2,13 +2,14 @@ package producer_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/sluicehq/sluice/internal/keyspace"
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/producer"
 )
@@ -75,9 +76,11 @@ func TestDefaultQueue(t *testing.T) {
 	}
 }
 
-// TestRefusesAnotherLayout: a Client whose Redis names a layout it cannot
-// run enqueues nothing and says so; an explicit queue needs no layout.
-func TestRefusesAnotherLayout(t *testing.T) {
+// TestShardedQueues: a Client follows the layout Redis names: with four
+// shards a task goes to its tenant's shard's queue of its type. A marker
+// that is not a layout is an error naming its key, and nothing is
+// enqueued; an explicit queue still needs the marker read, for parking.
+func TestShardedQueues(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
@@ -85,14 +88,33 @@ func TestRefusesAnotherLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
-	for range 2 { // refused again, not only the first time
-		_, err := c.EnqueueSMS(ctx, "acme", producer.SMS{To: "+15551234567", Body: "hi"})
-		if !errors.Is(err, producer.ErrLayout) || !strings.Contains(err.Error(), "shards=4") {
-			t.Fatalf("enqueue under layout shards=4: %v, want producer.ErrLayout naming it", err)
+	four := layout.Layout{Shards: 4}
+	seen := map[string]bool{}
+	for i := range 40 {
+		tenant := fmt.Sprintf("tenant-%d", i)
+		info, err := c.EnqueueSMS(ctx, tenant, producer.SMS{To: "+15551234567", Body: "hi"})
+		if err != nil {
+			t.Fatal(err)
 		}
+		if want := four.Queue(producer.TypeSMS, tenant); info.Queue != want {
+			t.Errorf("tenant %s: queue %q, want its shard's %q", tenant, info.Queue, want)
+		}
+		seen[info.Queue] = true
 	}
+	if len(seen) != 4 {
+		t.Errorf("40 tenants went to %d queues, want the 4 shards': %v", len(seen), seen)
+	}
+	bad := redistest.Prefix(t)
+	if err := rdb.Set(ctx, keyspace.LayoutKey(bad), "shards=lots", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c = producer.NewClientFromRedisClient(rdb, producer.WithPrefix(bad))
 	q := redistest.Queue(t, rdb)
-	if _, err := c.EnqueueSMS(ctx, "acme", producer.SMS{To: "+15551234567", Body: "hi"}, asynq.Queue(q)); err != nil {
-		t.Fatalf("enqueue on queue %s: %v", q, err)
+	_, err := c.EnqueueSMS(ctx, "acme", producer.SMS{To: "+15551234567", Body: "hi"}, asynq.Queue(q))
+	if err == nil || !strings.Contains(err.Error(), keyspace.LayoutKey(bad)) {
+		t.Errorf("enqueue under a damaged marker: %v, want an error naming %s", err, keyspace.LayoutKey(bad))
+	}
+	if n := rdb.Exists(ctx, "asynq:{"+q+"}:pending").Val(); n != 0 {
+		t.Errorf("a task was enqueued under a damaged marker")
 	}
 }

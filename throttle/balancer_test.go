@@ -121,3 +121,48 @@ func TestBalancerFloor(t *testing.T) {
 		}
 	})
 }
+
+// TestBalancerClaim: one holder at a time balances a class; the holder
+// renews its claim, and another takes it once it lapses.
+func TestBalancerClaim(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1}
+		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim := func(holder string, ttl time.Duration) bool {
+			t.Helper()
+			ok, err := b.Claim(ctx, holder, ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if !claim("a", 200*time.Millisecond) {
+			t.Fatal("a could not claim a class nobody balances")
+		}
+		if claim("b", 200*time.Millisecond) {
+			t.Fatal("b claimed the class a holds")
+		}
+		if !claim("a", 200*time.Millisecond) {
+			t.Fatal("a could not renew its claim")
+		}
+		// a stops renewing: b takes the class once the claim lapses.
+		deadline := time.Now().Add(5 * time.Second)
+		for !claim("b", time.Minute) {
+			if time.Now().After(deadline) {
+				t.Fatal("b never took the class after a stopped renewing")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if claim("a", time.Minute) {
+			t.Fatal("a claimed the class b holds")
+		}
+		if _, err := b.Claim(ctx, "", time.Second); err == nil {
+			t.Error("a claim without a holder was taken")
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -21,6 +22,7 @@ import (
 // tenant's line, parked in asynq's retry set, and a task given a slot is
 // moved to the front of its queue.
 type fairLines struct {
+	group  string // its limiter group
 	lines  *throttle.Lines
 	rdb    redis.UniversalClient // the queues' Redis
 	park   time.Duration
@@ -82,12 +84,14 @@ func (f *fairLines) moveOne(ctx context.Context, g throttle.Grant) bool {
 }
 
 // Lines returns the fair lines t serves tasks through; nil when it serves
-// first come, first served (no ThrottleConfig.QueueRedis, or FairnessOff).
+// first come, first served (no ThrottleConfig.QueueRedis, or FairnessOff),
+// and, for now, on more than one shard, where each shard has lines of its
+// own (docs/SCALING.md, "Steps").
 func (t *Throttle) Lines() *throttle.Lines {
-	if t.fair == nil {
+	if t.fair == nil || t.leased {
 		return nil
 	}
-	return t.fair.lines
+	return t.fair.group(throttle.DefaultGroup).lines
 }
 
 // wake nudges the dispatch loop without waiting.
@@ -104,26 +108,45 @@ func (f *fairLines) wake() {
 const lineIdle = time.Second
 
 // RunLines gives the slots of the fair lines to parked tasks, and moves
-// them to the front of their queues, until ctx ends or Stop is called. It
-// returns at once when the Throttle serves tasks first come, first served
-// (no ThrottleConfig.QueueRedis, or FairnessOff). Server.Run runs it; a
-// server of your own should run it in a goroutine beside asynq.
+// them to the front of their queues, until ctx ends or Stop is called: a
+// dispatch loop per shard's lines, and on more than one shard the
+// balancing of the global rules' leases. It returns at once when the
+// Throttle serves tasks first come, first served (no
+// ThrottleConfig.QueueRedis, or FairnessOff). Server.Run runs it; a server
+// of your own should run it in a goroutine beside asynq.
 func (t *Throttle) RunLines(ctx context.Context) {
-	f := t.fair
-	if f == nil {
+	if t.fair == nil {
 		return
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	t.fair.serve(func(f *fairLines) { wg.Go(func() { t.runLines(ctx, f) }) })
+	if t.leased {
+		wg.Go(func() { t.runBalancers(ctx) })
+	}
+	select {
+	case <-ctx.Done():
+	case <-t.stopping:
+	}
+	t.fair.serve(nil)
+	cancel()
+	wg.Wait()
+}
+
+// runLines is the dispatch loop of one shard's lines, f.
+func (t *Throttle) runLines(ctx context.Context, f *fairLines) {
 	// Woken at once when another process makes room (a reset, a reload,
 	// a grant dropped), not at the end of its sleep.
 	woken, unsubscribe, err := f.lines.Wakeups(ctx)
 	if err != nil {
-		f.logger.Warn("the dispatch loop will not be woken by other processes, only by its own timer", "err", err)
+		f.logger.Warn("the dispatch loop will not be woken by other processes, only by its own timer", "group", f.group, "err", err)
 	} else {
 		defer func() { _ = unsubscribe() }()
 	}
 	var refreshed *policies.Policies
 	for {
-		if cur := t.policies.Current(); cur != refreshed && t.refreshLines(ctx, cur) {
+		if cur := t.policies.Current(); cur != refreshed && t.refreshLines(ctx, f, cur) {
 			refreshed = cur
 		}
 		dctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -135,11 +158,11 @@ func (t *Throttle) RunLines(ctx context.Context) {
 		}
 		switch {
 		case isDamage(err):
-			f.logger.Debug("could not dispatch the fair lines", "err", err)
+			f.logger.Debug("could not dispatch the fair lines", "group", f.group, "err", err)
 			t.damage.note("the fair lines' dispatch", err)
 			sleep = t.damage.backoff(t.backoff)
 		case err != nil:
-			f.logger.Debug("could not dispatch the fair lines", "err", err)
+			f.logger.Debug("could not dispatch the fair lines", "group", f.group, "err", err)
 			sleep = t.backoff
 		default:
 			t.damage.ok()
@@ -168,13 +191,13 @@ func (t *Throttle) RunLines(ctx context.Context) {
 	}
 }
 
-// refreshLines gives the waiting flows the rules and weights of p, after a
-// reload or at start (the flows keep the rules their last task brought),
-// and reports whether it did.
-func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool {
+// refreshLines gives the flows waiting in f the rules and weights of p,
+// after a reload or at start (the flows keep the rules their last task
+// brought), and reports whether it did.
+func (t *Throttle) refreshLines(ctx context.Context, f *fairLines, p *policies.Policies) bool {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	flows, err := t.fair.lines.Waiting(ctx, throttle.MaxFlows)
+	flows, err := f.lines.Waiting(ctx, throttle.MaxFlows)
 	if err != nil {
 		t.logger.Debug("could not list the waiting flows to give them the policies' rules", "err", err)
 		if isDamage(err) {
@@ -183,10 +206,10 @@ func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool 
 		return false
 	}
 	refresh := make([]throttle.FlowRules, 0, len(flows))
-	for _, f := range flows {
-		refresh = append(refresh, throttle.FlowRules{Flow: f.Flow, Weight: p.Weight(f.Tenant), Checks: lineChecks(p.For(f.Class, f.Tenant))})
+	for _, w := range flows {
+		refresh = append(refresh, throttle.FlowRules{Flow: w.Flow, Weight: p.Weight(w.Tenant), Checks: t.lineChecks(p.For(w.Class, w.Tenant))})
 	}
-	err = t.fair.lines.Refresh(ctx, refresh)
+	err = f.lines.Refresh(ctx, refresh)
 	switch {
 	case errors.Is(err, throttle.ErrNotWoken):
 		// Refreshed: only the other workers' loops were not told at once.
@@ -202,12 +225,12 @@ func (t *Throttle) refreshLines(ctx context.Context, p *policies.Policies) bool 
 }
 
 // lineChecks are the checks the lines keep of rules: those not in shadow
-// mode.
-func lineChecks(rules []policies.Applied) []throttle.LineCheck {
+// mode; on more than one shard a global rule is held to its shard's lease.
+func (t *Throttle) lineChecks(rules []policies.Applied) []throttle.LineCheck {
 	var checks []throttle.LineCheck
 	for _, ap := range rules {
 		if !ap.Shadow {
-			checks = append(checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared})
+			checks = append(checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared, Leased: ap.Shared && t.leased})
 		}
 	}
 	return checks
@@ -217,14 +240,14 @@ func lineChecks(rules []policies.Applied) []throttle.LineCheck {
 // policies in force, as its arrival would bring them.
 func (t *Throttle) entryRules(class, tenant string) (float64, []throttle.LineCheck) {
 	p := t.policies.Current()
-	return p.Weight(tenant), lineChecks(p.For(class, tenant))
+	return p.Weight(tenant), t.lineChecks(p.For(class, tenant))
 }
 
 // admitFair is admit through the fair lines: after any provider hold, the
 // task arrives at its line, and is run at once, run at its place (a wait
 // of at most the lines' lead), or parked in the retry set until a grant
 // moves it to the front of its queue.
-func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, tenant string, all []policies.Applied) error {
+func (t *Throttle) admitFair(ctx context.Context, f *fairLines, task *asynq.Task, holdKey, tenant string, all []policies.Applied) error {
 	applied, shadow, _ := splitShadow(all)
 	if len(applied) == 0 {
 		return t.admit(ctx, holdKey, task.Type(), tenant, all)
@@ -239,16 +262,16 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	id, _ := asynq.GetTaskID(ctx)
 	queue, _ := asynq.GetQueueName(ctx)
 	a := throttle.Arrival{Class: task.Type(), Priority: priority, Tenant: tenant,
-		Weight: t.policies.Current().Weight(tenant), Queue: queue, ID: id, Checks: lineChecks(applied)}
+		Weight: t.policies.Current().Weight(tenant), Queue: queue, ID: id, Checks: t.lineChecks(applied)}
 	asked := time.Now()
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
-	turn, err := t.fair.lines.Arrive(actx, a)
+	turn, err := f.lines.Arrive(actx, a)
 	err = timedOut(actx, err)
 	cancel()
 	e := DecisionEvent{TaskType: task.Type(), Tenant: tenant, Err: err, Latency: time.Since(asked), Outcome: turn.Outcome, At: turn.At,
 		FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen}
 	by := max(turn.By, 0)
-	e.Decision = turnDecision(turn, len(applied), by, t.fair.park)
+	e.Decision = turnDecision(turn, len(applied), by, f.park)
 	if err == nil && e.Decision.Allowed && len(shadow) > 0 {
 		e.Shadow = t.shadow(ctx, shadow)
 	}
@@ -260,22 +283,22 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	for _, r := range turn.Refused {
 		t.damage.note("the fair lines, at an arrival", errors.New(r))
 	}
-	t.fair.move(ctx, turn.Granted)
+	f.move(ctx, turn.Granted)
 	if turn.Outcome == throttle.Admitted || turn.Outcome == throttle.Placed {
 		recordAdmission(t.logger, id, turn.At, applied)
 	}
 	switch turn.Outcome {
 	case throttle.Admitted:
-		return t.fresh(ctx, id, applied, a.Checks, asked)
+		return t.fresh(ctx, f, id, applied, a.Checks, asked)
 	case throttle.Placed:
 		if t.waitPlace(ctx, turn.Wait) {
-			return t.fresh(ctx, id, applied, a.Checks, asked.Add(turn.Wait))
+			return t.fresh(ctx, f, id, applied, a.Checks, asked.Add(turn.Wait))
 		}
 		// Its place passes unused: it comes back as a new arrival.
 		return &provider.ThrottledError{RetryAfter: t.backoff, By: "place too close to the task's deadline, or task cancelled", Err: ctx.Err()}
 	}
-	t.fair.wake()
-	return &provider.ThrottledError{RetryAfter: t.fair.park, By: "rule " + applied[by].Rule}
+	f.wake()
+	return &provider.ThrottledError{RetryAfter: f.park, By: "rule " + applied[by].Rule}
 }
 
 // turnDecision is the limiter's decision that turn amounts to, for the

@@ -33,14 +33,14 @@ func lateAfter(applied []policies.Applied) time.Duration {
 // restamped is not sent: it comes back through the retry set, its slot
 // spent and its retry budget not (docs/FAIRNESS.md, "A late send is
 // stamped again").
-func (t *Throttle) fresh(ctx context.Context, id string, applied []policies.Applied, checks []throttle.LineCheck, admitted time.Time) error {
+func (t *Throttle) fresh(ctx context.Context, f *fairLines, id string, applied []policies.Applied, checks []throttle.LineCheck, admitted time.Time) error {
 	limit := lateAfter(applied)
 	late := time.Since(admitted)
 	if limit == 0 || late <= limit {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, t.timeout)
-	at, moved, err := t.fair.lines.Restamp(rctx, id, checks, late)
+	at, moved, err := f.lines.Restamp(rctx, id, checks, late)
 	err = timedOut(rctx, err)
 	cancel()
 	switch {

@@ -99,6 +99,7 @@ type Server struct {
 	prefix   string
 	queues   []string // asynq's, in name order
 	served   []string // the task types it has a provider for
+	layout   layout.Layout
 
 	allowEviction bool
 	// The warnings that Redis would not say its policy, and that it may
@@ -120,6 +121,9 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	}
 	if err := cfg.checkProviders(); err != nil {
 		return nil, err
+	}
+	if _, err := layout.Parse(cfg.layout().String()); err != nil {
+		return nil, fmt.Errorf("worker: Config.Shards: %w", err)
 	}
 	cfg = cfg.withDefaults()
 	cfg.warnOldQueues()
@@ -161,6 +165,7 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 		prefix:   cfg.Prefix,
 		queues:   slices.Sorted(maps.Keys(cfg.Queues)),
 		served:   cfg.served(),
+		layout:   cfg.layout(),
 
 		allowEviction: cfg.AllowEviction,
 	}, nil
@@ -189,7 +194,7 @@ func (c Config) withDefaults() Config {
 	}
 	if len(c.Queues) == 0 {
 		c.Queues = map[string]int{}
-		for _, q := range layout.Default.Queues(c.served(), producer.TaskTypes()) {
+		for _, q := range c.layout().Queues(c.served(), producer.TaskTypes()) {
 			c.Queues[q] = 1
 		}
 	}
@@ -204,12 +209,15 @@ func (c Config) warnOldQueues() {
 		return
 	}
 	for _, t := range c.served() {
-		if q := layout.Default.Queue(t, ""); c.Queues[q] == 0 {
+		if q := c.layout().TypeQueues(t)[0]; c.Queues[q] == 0 {
 			c.Logger.Warn("the queues name default but not a task type's queue, where producers of this version put the tasks they are given no queue for: serve it too, or leave the queues to the worker",
 				"queue", q)
 		}
 	}
 }
+
+// layout is the layout c runs: Shards shards, at least one.
+func (c Config) layout() layout.Layout { return layout.Layout{Shards: max(c.Shards, 1)} }
 
 // served returns the task types c has a provider for.
 func (c Config) served() []string {
@@ -324,11 +332,11 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// CheckLayout writes the layout this worker runs (layout.Default) when
-// Redis names none, and returns an error matching producer.ErrLayout,
+// CheckLayout writes the layout this worker runs (Config.Shards shards)
+// when Redis names none, and returns an error matching producer.ErrLayout,
 // naming both, when Redis names another (docs/SCALING.md).
 func (s *Server) CheckLayout(ctx context.Context) error {
-	return layout.Ensure(ctx, s.rdb, s.prefix, layout.Default)
+	return layout.Ensure(ctx, s.rdb, s.prefix, s.layout)
 }
 
 // Queues returns the asynq queues the server serves, in name order.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -46,7 +47,8 @@ type Throttle struct {
 
 	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
 
-	fair *fairLines // nil: first come, first served
+	fair   *shards // nil: first come, first served
+	leased bool    // global rules are leased to the shards: more than one
 
 	outage *throttle.Outage // logs the limiter going down and up, once each way
 	damage *damage          // Redis refusing calls: a damaged key, memory full
@@ -113,16 +115,31 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 	// one second plus both intervals (and 50 ms) before the place, so that
 	// the task is in the worker before its place.
 	t.lead = max(0, min(t.maxHold, time.Second+interval+fetch+50*time.Millisecond))
+	lay := layout.Layout{Shards: max(cfg.Shards, 1)}
+	if _, err := layout.Parse(lay.String()); err != nil {
+		return nil, fmt.Errorf("worker: ThrottleConfig.Shards: %w", err)
+	}
+	if lay.Shards > 1 && (cfg.Fairness != FairnessOn || cfg.QueueRedis == nil) {
+		return nil, fmt.Errorf("worker: %d shards need the fair lines (FairnessOn and QueueRedis): first come, first served keeps every key in one group", lay.Shards)
+	}
+	t.leased = lay.Shards > 1
 	if cfg.Fairness == FairnessOn && cfg.QueueRedis != nil {
 		park := cfg.Park
 		if park <= 0 {
 			park = throttle.DefaultPark
 		}
-		// A granted task reaches a worker within an idle worker's fetch
-		// interval: its place is given that much ahead, and 50 ms more.
-		lines := limiter.Lines(throttle.LinesConfig{Lead: fetch + 50*time.Millisecond, Rules: t.entryRules})
-		t.fair = &fairLines{lines: lines, rdb: cfg.QueueRedis, park: park, logger: t.logger, nudge: make(chan struct{}, 1),
-			idle: lineIdle}
+		open := func(group string) *fairLines {
+			l := limiter
+			if lay.Shards > 1 {
+				l = limiter.InGroup(group)
+			}
+			// A granted task reaches a worker within an idle worker's fetch
+			// interval: its place is given that much ahead, and 50 ms more.
+			lines := l.Lines(throttle.LinesConfig{Lead: fetch + 50*time.Millisecond, Rules: t.entryRules})
+			return &fairLines{group: group, lines: lines, rdb: cfg.QueueRedis, park: park, logger: t.logger,
+				nudge: make(chan struct{}, 1), idle: lineIdle}
+		}
+		t.fair = newShards(lay, policyFile.Current(), open)
 	}
 	return t, nil
 }
@@ -175,7 +192,8 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		rules := t.policies.Current().For(task.Type(), tenant)
 		admit := func() error { return t.admit(ctx, holdKey, task.Type(), tenant, rules) }
 		if t.fair != nil {
-			admit = func() error { return t.admitFair(ctx, task, holdKey, tenant, rules) }
+			f := t.fair.of(task.Type(), tenant)
+			admit = func() error { return t.admitFair(ctx, f, task, holdKey, tenant, rules) }
 		}
 		if err := admit(); err != nil {
 			return err

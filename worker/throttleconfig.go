@@ -48,6 +48,14 @@ type ThrottleConfig struct {
 	// serves first come, first served. Server sets it.
 	QueueRedis redis.UniversalClient
 
+	// Shards is the number of shards of the layout the Throttle runs
+	// (docs/SCALING.md), at most layout.MaxShards: a task's rules and fair
+	// line live in its shard's limiter group, and a global rule is leased
+	// to the shards. 0 is 1, every key in one group. More than one needs
+	// FairnessOn and QueueRedis. A Server serves every shard's queues and
+	// writes the layout to Redis; the worker command chooses it (--shards).
+	Shards int
+
 	// Park is how long a task waiting in a fair line stays in asynq's retry
 	// set before asynq brings it back by itself, should no grant come
 	// first (its line lost in a failover, no worker running the lines);

@@ -166,12 +166,13 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	return 0
 }
 
-// checkTaskFlags checks --max-retry and --queue, for a usage error.
 // queueOf returns the queue the first pass of bulk checks a task's ID in:
-// explicit, when not empty, or the one layout.Default gives its type and
-// tenant. Under layout.Old (no worker of this version has started yet)
-// every type goes to default, and two lines of one ID and different types
-// are refused by asynq as the second is enqueued, not by the first pass.
+// explicit, when not empty, or its type's (layout.Default's). Under
+// layout.Old (no worker of this version has started yet) every type goes
+// to default, and two lines of one ID and different types are refused by
+// asynq as the second is enqueued, not by the first pass; under more
+// shards two lines of one ID and type are refused even when their tenants'
+// shards differ: IDs unique per type is the rule it keeps.
 func queueOf(explicit string, task *asynq.Task) string {
 	if explicit != "" {
 		return explicit
@@ -179,6 +180,7 @@ func queueOf(explicit string, task *asynq.Task) string {
 	return layout.Default.Queue(task.Type(), task.Headers()[producer.HeaderTenant])
 }
 
+// checkTaskFlags checks --max-retry and --queue, for a usage error.
 func checkTaskFlags(maxRetry int, queue string) error {
 	if maxRetry < 0 {
 		return fmt.Errorf("--max-retry %d: must be 0 or more", maxRetry)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
@@ -25,7 +26,7 @@ type flags struct {
 	smsLog, emailLog                       *bool
 	smtpAddr, smtpFrom, smtpUser           *string
 	smtpStartTLS                           provider.StartTLSMode
-	concurrency                            *int
+	concurrency, shards                    *int
 	queues, prefix                         *string
 	checkInterval, fetchInterval, shutdown *time.Duration
 	failOpen                               *bool
@@ -52,6 +53,7 @@ func newFlags() *flags {
 	fs.TextVar(&f.smtpStartTLS, "smtp-starttls", provider.StartTLSRequire, "STARTTLS `mode`: require, opportunistic (only if offered) or off")
 	f.concurrency = fs.Int("concurrency", worker.DefaultConcurrency, "tasks run at once in this process")
 	f.queues = fs.String("queues", "", "queues and priorities, `name=prio,...`; default: the queues of the task types the worker has a provider for, and default when it has both")
+	f.shards = fs.Int("shards", 0, fmt.Sprintf("shards of the layout, `N` from 1 to %d (docs/SCALING.md); 0: the layout Redis names, or when it names none 1 on a single Redis or Sentinel and one per master on a cluster", layout.MaxShards))
 	f.prefix = fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys")
 	f.checkInterval = fs.Duration("check-interval", worker.DefaultCheckInterval, "how often due retries move to their queue")
 	f.fetchInterval = fs.Duration("fetch-interval", worker.DefaultFetchInterval, "how often an idle worker looks for tasks in its empty queues")
@@ -97,6 +99,9 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 	if *f.concurrency < 1 {
 		return worker.Config{}, cli.Usagef("--concurrency %d: must be at least 1", *f.concurrency)
 	}
+	if *f.shards < 0 || *f.shards > layout.MaxShards {
+		return worker.Config{}, cli.Usagef("--shards %d: must be from 1 to %d, or 0 for the layout Redis names", *f.shards, layout.MaxShards)
+	}
 	hold, err := f.holdScope()
 	if err != nil {
 		return worker.Config{}, err
@@ -108,6 +113,9 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 		fairness = worker.FairnessOff
 	default:
 		return worker.Config{}, cli.Usagef("--fairness %q: use on or off", *f.fairness)
+	}
+	if fairness == worker.FairnessOff && *f.shards > 1 {
+		return worker.Config{}, cli.Usagef("--shards %d needs --fairness on: first come, first served keeps every key in one group", *f.shards)
 	}
 	sms, email, err := f.providers(logger)
 	if err != nil {

@@ -37,6 +37,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 )
@@ -74,6 +75,7 @@ var env = map[string]string{
 	"sms-log":           "SLUICE_SMS_LOG",
 	"email-log":         "SLUICE_EMAIL_LOG",
 	"concurrency":       "SLUICE_CONCURRENCY",
+	"shards":            "SLUICE_SHARDS",
 	"queues":            "SLUICE_QUEUES",
 	"prefix":            "SLUICE_PREFIX",
 	"check-interval":    "SLUICE_CHECK_INTERVAL",
@@ -140,6 +142,11 @@ func run(ctx context.Context, args []string) int {
 		return fail(err)
 	}
 	defer rdb.Close()
+	lay, err := layout.Choose(ctx, rdb, *f.prefix, *f.shards)
+	if err != nil {
+		return fail(err)
+	}
+	cfg.Shards = lay.Shards
 	w, err := newWorker(rdb, cfg, ops, *f.metricsTenants)
 	if err != nil {
 		return fail(err)
@@ -157,7 +164,7 @@ func run(ctx context.Context, args []string) int {
 	// task type left unthrottled and the operations server's line follow.
 	logger.Info("worker started", "redis", redisconn.Describe(*f.redisURL), "enforces", cfg.Policies.Current().Summary(),
 		"sms", providerName(cfg.SMS), "email", providerName(cfg.Email),
-		"concurrency", cfg.Concurrency, "queues", strings.Join(w.srv.Queues(), ","), "max_hold", cfg.MaxHold, "provider_hold", *f.providerHold, "max_provider_hold", cfg.MaxProviderHold,
+		"concurrency", cfg.Concurrency, "shards", cfg.Shards, "queues", strings.Join(w.srv.Queues(), ","), "max_hold", cfg.MaxHold, "provider_hold", *f.providerHold, "max_provider_hold", cfg.MaxProviderHold,
 		"fairness", *f.fairness,
 		"decision_timeout", cfg.DecisionTimeout, "fail_open", *f.failOpen, "metrics_addr", *f.metricsAddr)
 	warnUnthrottled(logger, w.srv.Unthrottled())

@@ -143,8 +143,8 @@ func serveUntil(t *testing.T, args []string, ids ...string) (queues string, sent
 	return queues, sent
 }
 
-// TestRefusesAnotherLayout: a worker started against a Redis that names
-// another layout does not start, and names both.
+// TestRefusesAnotherLayout: a worker asked for a layout (--shards) other
+// than the one Redis names does not start, and names both.
 func TestRefusesAnotherLayout(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
@@ -152,6 +152,6 @@ func TestRefusesAnotherLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runWorker(t, "--redis", redistest.URL(t), "--prefix", prefix, "--policies", filepath.Join("..", "..", "examples", "policies.yaml"),
-		"--sms-log", "--email-log", "--queues", redistest.Queue(t, rdb)+"=1")
-	checkError(t, r, 1, "worker: another layout: Redis holds layout shards=3 ("+keyspace.LayoutKey(prefix)+"), and this process runs shards=1; ")
+		"--sms-log", "--email-log", "--queues", redistest.Queue(t, rdb)+"=1", "--shards", "2")
+	checkError(t, r, 1, "worker: another layout: Redis holds layout shards=3 ("+keyspace.LayoutKey(prefix)+"), and this process runs shards=2; ")
 }

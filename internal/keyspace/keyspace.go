@@ -47,9 +47,13 @@ func CheckPrefix(prefix string) error {
 	return nil
 }
 
-// LinesBase is the start of every key of the fair lines under prefix:
-// "<prefix>{<DefaultGroup>}".
-func LinesBase(prefix string) string { return prefix + "{" + Encode(DefaultGroup) + "}" }
+// Base is the start of every key of group under prefix: "<prefix>{<group>}",
+// the group escaped.
+func Base(prefix, group string) string { return prefix + "{" + Encode(group) + "}" }
+
+// LinesBase is the start of every key of the fair lines under prefix on
+// one shard: "<prefix>{<DefaultGroup>}".
+func LinesBase(prefix string) string { return Base(prefix, DefaultGroup) }
 
 // LayoutKey is the key that names the layout of the deployment under
 // prefix (package layout): "<prefix>{<DefaultGroup>}layout".

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,8 +22,12 @@ import (
 const Legacy = "default"
 
 // DefaultShards is the number of shards of a layout on one Redis or on
-// Sentinel; the only one this version runs.
+// Sentinel, where more would gain nothing.
 const DefaultShards = 1
+
+// MaxShards is the most shards a layout may have: each is a queue per task
+// type that every idle worker polls (docs/SCALING.md, "Idle polling").
+const MaxShards = 256
 
 // Layout is how tasks are spread: over Shards shards; 0 is Sluice 0.1's
 // layout, every task in the queue Legacy (Old).
@@ -55,19 +60,52 @@ func (l Layout) String() string {
 func Parse(s string) (Layout, error) {
 	n, ok := strings.CutPrefix(s, "shards=")
 	shards, err := strconv.Atoi(n)
-	if !ok || err != nil || shards < 1 || strconv.Itoa(shards) != n {
-		return Layout{}, fmt.Errorf("layout %.80q is not shards=<N> with N a whole number from 1", s)
+	if !ok || err != nil || shards < 1 || shards > MaxShards || strconv.Itoa(shards) != n {
+		return Layout{}, fmt.Errorf("layout %.80q is not shards=<N> with N a whole number from 1 to %d", s, MaxShards)
 	}
 	return Layout{Shards: shards}, nil
 }
 
 // Queue is the asynq queue of a task of taskType for tenant: its type's
-// name, on one shard; Legacy under Old.
+// name on one shard, its shard's name (ShardName) on more; Legacy under Old.
 func (l Layout) Queue(taskType, tenant string) string {
-	if l == Old {
+	switch {
+	case l == Old:
 		return Legacy
+	case l.Shards <= 1:
+		return taskType
 	}
-	return taskType
+	return ShardName(taskType, l.Shard(tenant), l.Shards)
+}
+
+// Group is the limiter group of a task of taskType for tenant, the hash
+// tag of its rule logs and fair lines: keyspace.DefaultGroup on one shard,
+// its queue's name on more, so that queue and limiter share a slot.
+func (l Layout) Group(taskType, tenant string) string {
+	if l.Shards <= 1 {
+		return keyspace.DefaultGroup
+	}
+	return l.Queue(taskType, tenant)
+}
+
+// TypeQueues are the queues of taskType, shard by shard.
+func (l Layout) TypeQueues(taskType string) []string {
+	if l.Shards <= 1 {
+		return []string{l.Queue(taskType, "")}
+	}
+	return l.Groups(taskType)
+}
+
+// Groups are the limiter groups of taskType, shard by shard.
+func (l Layout) Groups(taskType string) []string {
+	if l.Shards <= 1 {
+		return []string{keyspace.DefaultGroup}
+	}
+	gs := make([]string, l.Shards)
+	for i := range gs {
+		gs[i] = ShardName(taskType, i, l.Shards)
+	}
+	return gs
 }
 
 // Queues are the queues a worker with providers for taskTypes serves: each
@@ -77,8 +115,10 @@ func (l Layout) Queue(taskType, tenant string) string {
 func (l Layout) Queues(taskTypes, allTypes []string) []string {
 	var qs []string
 	for _, t := range taskTypes {
-		if q := l.Queue(t, ""); !slices.Contains(qs, q) {
-			qs = append(qs, q)
+		for _, q := range l.TypeQueues(t) {
+			if !slices.Contains(qs, q) {
+				qs = append(qs, q)
+			}
 		}
 	}
 	for _, t := range allTypes {
@@ -107,6 +147,40 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string) (l Layo
 		return Layout{}, false, fmt.Errorf("read the layout %s: %w", key, err)
 	}
 	return l, true, nil
+}
+
+// Choose returns the layout a worker runs: the one Redis names under
+// prefix; when it names none, asked shards, or, when asked is 0, one on a
+// single Redis or Sentinel and one per master on a cluster. A Redis that
+// names another than asked is an error matching ErrOther, naming both.
+func Choose(ctx context.Context, rdb redis.UniversalClient, prefix string, asked int) (Layout, error) {
+	got, ok, err := Read(ctx, rdb, prefix)
+	switch {
+	case err != nil:
+		return Layout{}, err
+	case ok && asked != 0 && got.Shards != asked:
+		return Layout{}, Mismatch(prefix, got, Layout{Shards: asked})
+	case ok:
+		return got, nil
+	case asked != 0:
+		return Layout{Shards: asked}, nil
+	}
+	c, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return Default, nil
+	}
+	var mu sync.Mutex
+	masters := 0
+	err = c.ForEachMaster(ctx, func(context.Context, *redis.Client) error {
+		mu.Lock()
+		masters++
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return Layout{}, fmt.Errorf("count the cluster's masters: %w", err)
+	}
+	return Layout{Shards: min(max(masters, 1), MaxShards)}, nil
 }
 
 // Ensure returns nil when Redis names want under prefix, writing it when

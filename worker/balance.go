@@ -1,0 +1,87 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"time"
+
+	"github.com/sluicehq/sluice/policies"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// On more than one shard a global rule is leased to the shards, and the
+// leases follow demand (docs/SCALING.md, "Targets"): every worker tries to
+// claim the balancing of each task type, and the one holding the claim
+// steps that type's balancer every balanceEvery.
+const (
+	balanceEvery = 100 * time.Millisecond
+	// balanceClaim is how long a claim lasts unless renewed: a worker that
+	// stops leaves the balancing to another this late.
+	balanceClaim = time.Second
+)
+
+// runBalancers balances the leases of the policies' global rules until ctx
+// ends or Stop is called.
+func (t *Throttle) runBalancers(ctx context.Context) {
+	holder := rand.Text() // unique per process
+	var built *policies.Policies
+	var balancers []*throttle.Balancer
+	ticker := time.NewTicker(balanceEvery)
+	defer ticker.Stop()
+	for {
+		if cur := t.policies.Current(); cur != built {
+			balancers, built = t.balancers(cur), cur
+		}
+		for _, b := range balancers {
+			t.balance(ctx, b, holder)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.stopping:
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// balancers returns a Balancer for each task type of p with global rules
+// that are enforced, over the type's shards.
+func (t *Throttle) balancers(p *policies.Policies) []*throttle.Balancer {
+	var out []*throttle.Balancer
+	for _, typ := range p.TaskTypes() {
+		var rules []throttle.Check
+		for _, ap := range p.For(typ, "") {
+			if ap.Shared && !ap.Shadow {
+				rules = append(rules, ap.Check)
+			}
+		}
+		if len(rules) == 0 {
+			continue
+		}
+		b, err := t.limiter.NewBalancer(typ, t.fair.layout.Groups(typ), rules)
+		if err != nil {
+			t.logger.Error("cannot balance the global rules of a task type: its shards keep the shares they have", "type", typ, "err", err)
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// balance steps b if this worker holds, or can take, its claim.
+func (t *Throttle) balance(ctx context.Context, b *throttle.Balancer, holder string) {
+	ctx, cancel := context.WithTimeout(ctx, balanceClaim)
+	defer cancel()
+	held, err := b.Claim(ctx, holder, balanceClaim)
+	if err == nil && held {
+		_, err = b.Step(ctx)
+	}
+	if err == nil {
+		return
+	}
+	t.logger.Debug("could not balance the global rules' leases", "err", err)
+	if isDamage(err) {
+		t.damage.note("the balancing of the global rules' leases", err)
+	}
+}

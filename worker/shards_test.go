@@ -1,0 +1,120 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/history"
+	"github.com/sluicehq/sluice/internal/keyspace"
+	"github.com/sluicehq/sluice/internal/layout"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/testwait"
+	"github.com/sluicehq/sluice/policies"
+	"github.com/sluicehq/sluice/producer"
+	"github.com/sluicehq/sluice/provider"
+	"github.com/sluicehq/sluice/worker"
+)
+
+// shardedPolicies: a provider's 10 a second shared by every tenant, over
+// the shards, and 3 a second per tenant.
+const shardedPolicies = `
+tasks:
+  sms:send:
+    - name: provider
+      scope: global
+      limit: 10
+      window: 1s
+    - name: tenant
+      scope: tenant
+      limit: 3
+      window: 1s
+`
+
+// TestShardsKeepTheGlobalLimit: a worker of three shards on a Redis of its
+// own serves the shards' queues, which the producer fills by tenant; the
+// global rule is leased over the shards, and the record of admissions,
+// summed over them, never holds more than 10 in a second, while every
+// shard admits. A worker asked for another layout is refused.
+func TestShardsKeepTheGlobalLimit(t *testing.T) {
+	t.Parallel()
+	const tenants, each = 12, 5
+	rdb := redistest.OwnClient(t, 40)
+	prefix := keyspace.DefaultPrefix
+	p, err := policies.Parse(t.Name(), []byte(shardedPolicies))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	sent := make(smsRecorder, tenants*each)
+	three := layout.Layout{Shards: 3}
+	srv, err := worker.NewServer(rdb, worker.Config{
+		ThrottleConfig: worker.ThrottleConfig{Shards: three.Shards, Logger: logger, DelayedTaskCheckInterval: serverCheckInterval},
+		Policies:       policies.Static(p), SMS: sent, Email: provider.LogProvider{},
+		Prefix: prefix, ShutdownTimeout: 5 * time.Second, Concurrency: 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Sorted(slices.Values(append(append(three.Groups(producer.TypeEmail), three.Groups(producer.TypeSMS)...), layout.Legacy)))
+	if got := srv.Queues(); !slices.Equal(got, want) {
+		t.Fatalf("queues %v, want every shard's of both types and default: %v", got, want)
+	}
+	ctx := context.Background()
+	if err := srv.CheckLayout(ctx); err != nil { // as Run does, before the producer reads it
+		t.Fatal(err)
+	}
+	_, stop := testwait.RunServer(t, srv)
+	defer stop()
+
+	pc := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
+	for i := range tenants * each {
+		if _, err := pc.EnqueueSMS(ctx, fmt.Sprintf("tenant-%d", i%tenants), goodSMS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]int{}
+	for range tenants * each {
+		m := testwait.Receive(t, sent, "an SMS")
+		got[three.Group(producer.TypeSMS, m.Tenant)]++
+	}
+	t.Logf("sends by shard: %v", got)
+	if len(got) != three.Shards {
+		t.Errorf("sends came from %d shards, want %d: %v", len(got), three.Shards, got)
+	}
+	for _, g := range three.Groups(producer.TypeSMS) {
+		if n := len(redistest.Keys(t, rdb, keyspace.Base(prefix, g))); n == 0 {
+			t.Errorf("shard %s holds no key: its rules were not checked in its group", g)
+		}
+	}
+
+	var h history.History
+	if err := h.Read(strings.NewReader(logs.String())); err != nil {
+		t.Fatal(err)
+	}
+	if h.Admissions() < tenants*each {
+		t.Errorf("the record holds %d admissions, fewer than the %d sends", h.Admissions(), tenants*each)
+	}
+	overs, fullest := h.Check(5)
+	for _, o := range overs {
+		t.Errorf("the record holds %d entries of %s in (%d, %d] µs, over its limit of %d: %v", o.Held, o.Key, o.From, o.To, o.Limit, o.Tasks)
+	}
+	t.Logf("the fullest window of each log: %v", fullest)
+
+	other, err := worker.NewServer(rdb, worker.Config{
+		ThrottleConfig: worker.ThrottleConfig{Shards: 2, Logger: logger},
+		Policies:       policies.Static(p), SMS: provider.LogProvider{}, Prefix: prefix,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.CheckLayout(ctx); err == nil || !strings.Contains(err.Error(), "shards=3") || !strings.Contains(err.Error(), "shards=2") {
+		t.Errorf("a worker of 2 shards against a Redis of 3: %v, want an error naming both", err)
+	}
+}
