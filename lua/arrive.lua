@@ -26,12 +26,19 @@ case; else {outcome, wait, -1, by, queue1, id1, ...}:
            stand at, us
 ]]
 -- #include lines_head.lua
+-- #include lines_room.lua
 local class, level, tenant = ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local weight, queue, id = tonumber(ARGV[10]), ARGV[11], ARGV[12]
 local allLogs = true
+-- limits[i] is the limit of the rule at ARGV[i] now: a leased rule's is
+-- what its lease (KEYS[26 + 3r] for rule r) is worth here.
+local limits = {}
 for i = 13, #ARGV, 6 do
-  -- A leased rule's limit is its lease's: the fast paths read ARGV's.
-  allLogs = allLogs and ARGV[i + 4] == 'sliding-log' and ARGV[i + 5] ~= '2'
+  allLogs = allLogs and ARGV[i + 4] == 'sliding-log'
+  limits[i] = tonumber(ARGV[i + 1])
+  if ARGV[i + 5] == '2' then
+    limits[i] = leaseWorth(KEYS[26 + (i - 13) / 2], limits[i])
+  end
 end
 
 -- The most common arrival first: a task new to the lines whose rules are
@@ -50,7 +57,7 @@ if not known and allLogs and not wakeAt and
   for i = 13, #ARGV, 6 do
     redis.call('ZREMRANGEBYSCORE', ARGV[i], '-inf', now - ARGV[i + 2])
     counts[i] = redis.call('ZCARD', ARGV[i])
-    if counts[i] + ARGV[i + 3] > tonumber(ARGV[i + 1]) then
+    if counts[i] + ARGV[i + 3] > limits[i] then
       fits = false
       break
     end
@@ -79,8 +86,6 @@ if not known and allLogs and not wakeAt and
   end
 end
 
--- #include lines_room.lua
-
 -- The other common arrival: a task new to the lines, its rules all
 -- sliding logs, whose class waits and is not due before wakeAt, while no
 -- grant has lapsed. If its flow is ready but not first of its level, with
@@ -104,7 +109,7 @@ if wakeAt and tonumber(wakeAt) > now and redis.call('ZCOUNT', kgrants, '-inf', n
       for i = 13, #ARGV, 6 do
         local window = tonumber(ARGV[i + 2])
         redis.call('ZREMRANGEBYSCORE', ARGV[i], '-inf', now - window)
-        local x = logFree(ARGV[i], tonumber(ARGV[i + 1]), window, tonumber(ARGV[i + 3]), now)
+        local x = logFree(ARGV[i], limits[i], window, tonumber(ARGV[i + 3]), now)
         if x > latest or (by == 0 and ARGV[i + 5] == '1') then
           by, latest = (i - 7) / 6, math.max(latest, x)
         end

@@ -105,8 +105,6 @@ local function declared(key)
   return declaredSet[key] == true
 end
 
--- #include lease_worth.lua
-
 -- leaseOf is the lease beside a log: its key with 'e' after the hash tag.
 local function leaseOf(log)
   local tag = string.find(log, '}', 1, true)

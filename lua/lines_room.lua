@@ -1,6 +1,8 @@
 -- lines_room.lua: what the arrival's short paths need besides the head:
--- the room of a sliding log, and the constants of a line. Included after
--- lines_head.lua, before lines_base.lua.
+-- the room of a sliding log, what a lease is worth, and the constants of a
+-- line. Included after lines_head.lua, before lines_base.lua.
+
+-- #include lease_worth.lua
 
 local function num(x) return string.format('%d', x) end
 

@@ -174,3 +174,35 @@ func TestRestampLeased(t *testing.T) {
 
 // worth is the least share worth units of a limit.
 func worth(units, limit int64) int64 { return (units*throttle.LeaseParts + limit - 1) / limit }
+
+// TestArrivalLeased: tasks arriving one by one in a class where nothing
+// waits, the arrival's common case, are held to the group's lease, 3 of a
+// rule of 10, not to the rule's limit; those beyond it park.
+func TestArrivalLeased(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Hour}, Cost: 1}
+		leases := l.Leases()
+		if _, err := leases.Open(ctx, rule); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leases.Move(ctx, rule, throttle.DefaultGroup, "sms.0", worth(3, 10)); err != nil {
+			t.Fatal(err)
+		}
+		lines := l.InGroup("sms.0").Lines(throttle.LinesConfig{})
+		var outcomes []throttle.Outcome
+		for i := range 6 {
+			turn, err := lines.Arrive(ctx, throttle.Arrival{Class: "sms", Tenant: fmt.Sprintf("t%d", i), Queue: "q", ID: fmt.Sprint(i),
+				Checks: []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			outcomes = append(outcomes, turn.Outcome)
+		}
+		want := []throttle.Outcome{throttle.Admitted, throttle.Admitted, throttle.Admitted, throttle.Parked, throttle.Parked, throttle.Parked}
+		if !slices.Equal(outcomes, want) {
+			t.Errorf("outcomes %v, want %v: three admitted by the lease, then parked", outcomes, want)
+		}
+	})
+}
