@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -11,6 +12,9 @@ type File struct {
 	path string
 	opts []Option
 	cur  atomic.Pointer[Policies]
+
+	mu     sync.Mutex // serializes reloads and Require
+	checks []func(*Policies) error
 }
 
 // Open loads the policies file at path, as Load; each Reload reads it with
@@ -40,11 +44,32 @@ func (f *File) Reload() error {
 	if f.path == "" {
 		return nil
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	p, err := Load(f.path, f.opts...)
 	if err != nil {
 		return err
 	}
+	for _, check := range f.checks {
+		if err := check(p); err != nil {
+			return fmt.Errorf("policies: %w: %s: %w", ErrInvalid, f.path, err)
+		}
+	}
 	f.cur.Store(p)
+	return nil
+}
+
+// Require makes check a condition of the policies: it returns check's
+// error for those in force, and from then on a Reload whose policies fail
+// it keeps the previous ones and returns the error. A worker of more than
+// one shard requires its global rules to be sliding logs, for example.
+func (f *File) Require(check func(*Policies) error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := check(f.Current()); err != nil {
+		return err
+	}
+	f.checks = append(f.checks, check)
 	return nil
 }
 

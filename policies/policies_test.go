@@ -555,6 +555,45 @@ func TestFileReload(t *testing.T) {
 	}
 }
 
+// TestFileRequire: a File refuses, at Require, policies in force that
+// fail a check, and afterwards every reload that fails it, keeping the
+// policies in force and naming the file.
+func TestFileRequire(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	writeFile(t, path, policiesWithLimit(4))
+	f, err := policies.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atMost := func(n int) func(*policies.Policies) error {
+		return func(p *policies.Policies) error {
+			if l := p.For("sms:send", "acme")[0].Check.Policy.Limit; l > n {
+				return fmt.Errorf("limit %d is over %d", l, n)
+			}
+			return nil
+		}
+	}
+	if err := f.Require(atMost(3)); err == nil || !strings.Contains(err.Error(), "limit 4 is over 3") {
+		t.Errorf("Require of a check the policies fail: %v, want its error", err)
+	}
+	if err := f.Require(atMost(5)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, policiesWithLimit(6))
+	before := f.Current()
+	if err := f.Reload(); err == nil || !strings.Contains(err.Error(), "limit 6 is over 5") || !strings.Contains(err.Error(), path) {
+		t.Errorf("Reload of policies that fail the check: %v, want its error naming %s", err, path)
+	}
+	if f.Current() != before {
+		t.Error("a Reload that failed the check replaced the policies")
+	}
+	writeFile(t, path, policiesWithLimit(5))
+	if err := f.Reload(); err != nil || limitOf(t, f) != 5 {
+		t.Errorf("Reload of policies that pass: %v, limit %d; want 5", err, limitOf(t, f))
+	}
+}
+
 // TestFileReloadConcurrent reloads while readers resolve rules: run
 // with -race. Every reader sees one whole file or the other.
 func TestFileReloadConcurrent(t *testing.T) {

@@ -82,7 +82,8 @@ const layoutRecheck = 10 * time.Second
 
 // readLayout returns the layout Redis names: the one the first worker of
 // this version wrote, layout.Old until then; read again every
-// layoutRecheck. A marker that cannot be read is an error.
+// layoutRecheck. When the marker cannot be read, the layout read last
+// stays; with none read yet, that is an error.
 func (c *Client) readLayout(ctx context.Context) (layout.Layout, error) {
 	c.layoutMu.Lock()
 	defer c.layoutMu.Unlock()
@@ -90,8 +91,11 @@ func (c *Client) readLayout(ctx context.Context) (layout.Layout, error) {
 		return c.layout, nil
 	}
 	got, ok, err := layout.Read(ctx, c.rdb, c.prefix)
-	if err != nil {
-		return layout.Layout{}, err // ask again next time
+	switch {
+	case err != nil && c.layoutRead.IsZero():
+		return layout.Layout{}, err
+	case err != nil:
+		return c.layout, nil // ask again at the next call
 	}
 	c.layoutRead, c.layout = time.Now(), layout.Old
 	if ok {
@@ -101,9 +105,9 @@ func (c *Client) readLayout(ctx context.Context) (layout.Layout, error) {
 }
 
 // Queue returns the queue a task of taskType for tenant goes to when it
-// is given none (HeaderQueue): its type's, or default while Redis names
-// no layout (no worker of this version has started: docs/SCALING.md,
-// "From 0.x to S = 1").
+// is given none (HeaderQueue): its type's on one shard, its tenant's
+// shard's on more, or default while Redis names no layout (no worker of
+// this version has started: docs/SCALING.md, "From 0.x to S = 1").
 func (c *Client) Queue(ctx context.Context, taskType, tenant string) (string, error) {
 	if c.err != nil {
 		return "", c.err
@@ -196,8 +200,12 @@ func (c *Client) enqueue(ctx context.Context, task *asynq.Task, tenant string, o
 	var l layout.Layout
 	if byLayout || park {
 		var err error
-		if l, err = c.readLayout(ctx); err != nil {
+		l, err = c.readLayout(ctx)
+		switch {
+		case err != nil && byLayout:
 			return nil, fmt.Errorf("producer: enqueue %s for tenant %q: %w", task.Type(), tenant, err)
+		case err != nil:
+			park = false // its line's group unknown: enqueued as without parking
 		}
 	}
 	if byLayout {

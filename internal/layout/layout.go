@@ -151,8 +151,11 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string) (l Layo
 
 // Choose returns the layout a worker runs: the one Redis names under
 // prefix; when it names none, asked shards, or, when asked is 0, one on a
-// single Redis or Sentinel and one per master on a cluster. A Redis that
-// names another than asked is an error matching ErrOther, naming both.
+// single Redis or Sentinel, and on a cluster one per master, unless an
+// older deployment's limiter keys are there (its workers admit outside
+// any shard: docs/SCALING.md, "From 0.x"), when it is one too. A Redis
+// that names another than asked is an error matching ErrOther, naming
+// both.
 func Choose(ctx context.Context, rdb redis.UniversalClient, prefix string, asked int) (Layout, error) {
 	got, ok, err := Read(ctx, rdb, prefix)
 	switch {
@@ -169,6 +172,9 @@ func Choose(ctx context.Context, rdb redis.UniversalClient, prefix string, asked
 	if !ok {
 		return Default, nil
 	}
+	if old, err := olderKeys(ctx, c, prefix); err != nil || old {
+		return Default, err
+	}
 	var mu sync.Mutex
 	masters := 0
 	err = c.ForEachMaster(ctx, func(context.Context, *redis.Client) error {
@@ -181,6 +187,34 @@ func Choose(ctx context.Context, rdb redis.UniversalClient, prefix string, asked
 		return Layout{}, fmt.Errorf("count the cluster's masters: %w", err)
 	}
 	return Layout{Shards: min(max(masters, 1), MaxShards)}, nil
+}
+
+// olderKeys reports whether the cluster holds limiter keys under prefix in
+// the default group, as a deployment without a layout wrote them (the
+// marker, which another worker may write meanwhile, aside): it scans the
+// master of that group's slot until the first.
+func olderKeys(ctx context.Context, c *redis.ClusterClient, prefix string) (bool, error) {
+	base := keyspace.LinesBase(prefix)
+	m, err := c.MasterForKey(ctx, base)
+	if err != nil {
+		return false, fmt.Errorf("find the master of %s: %w", base, err)
+	}
+	match := strings.NewReplacer("*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(base) + "*"
+	var cursor uint64
+	for {
+		keys, next, err := m.Scan(ctx, cursor, match, 1000).Result()
+		if err != nil {
+			return false, fmt.Errorf("look for an older deployment's keys %s: %w", match, err)
+		}
+		for _, k := range keys {
+			if k != keyspace.LayoutKey(prefix) {
+				return true, nil
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return false, nil
+		}
+	}
 }
 
 // Ensure returns nil when Redis names want under prefix, writing it when

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -143,6 +144,14 @@ func TestChoose(t *testing.T) {
 	choose(rdb, 4, layout.Layout{Shards: 4})
 	cluster := redistest.Cluster(t)
 	choose(cluster, 0, layout.Layout{Shards: len(redistest.ClusterAddrs(t))})
+	// An older deployment's limiter key under the prefix keeps one shard.
+	older := redistest.Prefix(t)
+	if err := cluster.Set(ctx, keyspace.LinesBase(older)+"rule/sms:send/provider", "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := layout.Choose(ctx, cluster, older, 0); err != nil || got != layout.Default {
+		t.Errorf("Choose on a cluster with an older deployment's keys = %v, %v; want %v", got, err, layout.Default)
+	}
 	if err := layout.Ensure(ctx, rdb, prefix, layout.Layout{Shards: 2}); err != nil {
 		t.Fatal(err)
 	}
