@@ -55,7 +55,8 @@ bench:
 # admission with and without the reads that guard it; and
 # BenchmarkLineSpan, a denial in the first come, first served line with
 # and without the search's span count; BenchmarkIdleQueues, what an idle
-# worker costs its Redis per queue it serves (docs/SCALING.md).
+# worker costs its Redis per queue it serves; BenchmarkShardsDrain, a
+# drain's Redis CPU per master with 1 and 3 shards (docs/SCALING.md).
 bench-go:
 	$(GO) test -run '^$$' -bench '^Benchmark(Allow|MemoryPerUnit)$$' -benchtime 2s ./throttle
 	cd bench && $(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
@@ -64,3 +65,4 @@ bench-go:
 	$(GO) test -run '^$$' -bench ArrivalGuards -count 3 ./throttle
 	$(GO) test -run '^$$' -bench LineSpan -count 3 ./throttle
 	$(GO) test -run '^$$' -bench IdleQueues -benchtime 1x ./worker
+	$(GO) test -run '^$$' -bench ShardsDrain -benchtime 1x -timeout 20m ./worker
