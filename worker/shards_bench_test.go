@@ -75,6 +75,7 @@ func BenchmarkShardsDrain(b *testing.B) {
 					}
 				}
 				cpu0 := mastersCPU(b, masters)
+				slowlogStart(b, masters)
 				var sent atomic.Int64
 				done := make(chan struct{})
 				sms := countedSMS(func() {
@@ -110,6 +111,7 @@ func BenchmarkShardsDrain(b *testing.B) {
 				}
 				took := time.Since(start)
 				cpu1 := mastersCPU(b, masters)
+				slowlogReport(b, masters)
 				for _, stop := range stops {
 					stop()
 				}
