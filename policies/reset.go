@@ -38,28 +38,35 @@ func ResetPlan(p *Policies, taskType, rule, tenant string) (reset, left []RuleWi
 // the algorithm. It never empties a global window: those are returned in
 // left, untouched. reset holds the windows emptied, all of them unless
 // Redis failed part way. Tasks that held places in an emptied window are
-// placed again when they come back. rdb and prefix are as for Usage.
+// placed again when they come back. rdb and prefix are as for Usage; on
+// more than one shard the windows and the lines woken are those of
+// tenant's shard.
 func ResetTenant(ctx context.Context, rdb redis.UniversalClient, prefix string, p *Policies, taskType, rule, tenant string) (reset, left []RuleWindow, err error) {
 	plan, left, err := ResetPlan(p, taskType, rule, tenant)
 	if err != nil {
 		return nil, nil, err
 	}
-	l := limiter(rdb, prefix)
+	s, err := readShards(ctx, rdb, prefix)
+	if err != nil {
+		return nil, left, fmt.Errorf("reset for tenant %s: %w", tenant, err)
+	}
 	for _, w := range plan {
-		if err := l.Reset(ctx, w.Key); err != nil {
-			return reset, left, fmt.Errorf("reset %s rule %s for tenant %s: %w", w.TaskType, w.Rule, tenant, err)
+		for _, g := range s.logs(w) {
+			if err := s.limiter(g).Reset(ctx, w.Key); err != nil {
+				return reset, left, fmt.Errorf("reset %s rule %s for tenant %s%s: %w", w.TaskType, w.Rule, tenant, s.in(g), err)
+			}
 		}
 		reset = append(reset, w)
 	}
 	// The fair lines look at the room made at once, not when their next
 	// slot was due.
-	lines := l.Lines(throttle.LinesConfig{})
 	woken := map[string]bool{}
 	for _, w := range reset {
 		if !woken[w.TaskType] {
 			woken[w.TaskType] = true
-			if err := lines.Wake(ctx, w.TaskType); err != nil {
-				return reset, left, fmt.Errorf("reset %s for tenant %s: %w", w.TaskType, tenant, err)
+			g := s.layout.Group(w.TaskType, tenant)
+			if err := s.limiter(g).Lines(throttle.LinesConfig{}).Wake(ctx, w.TaskType); err != nil {
+				return reset, left, fmt.Errorf("reset %s for tenant %s%s: %w", w.TaskType, tenant, s.in(g), err)
 			}
 		}
 	}

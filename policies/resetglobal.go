@@ -40,18 +40,28 @@ func GlobalWindow(p *Policies, taskType, rule string) (RuleWindow, error) {
 // the fair lines of taskType to give the room made. Every tenant's
 // admissions in it are forgotten: up to a window's worth more may be sent
 // at once. Places in line reserved there are dropped; their tasks are
-// placed again when they come. rdb and prefix are as for Usage.
+// placed again when they come. rdb and prefix are as for Usage. On more
+// than one shard it empties every shard's log and the pool's, and wakes
+// every shard's lines; the leases stay as they are, so that the shares
+// still sum to the limit (docs/SCALING.md).
 func ResetGlobal(ctx context.Context, rdb redis.UniversalClient, prefix string, p *Policies, taskType, rule string) (RuleWindow, error) {
 	w, err := GlobalWindow(p, taskType, rule)
 	if err != nil {
 		return w, err
 	}
-	l := limiter(rdb, prefix)
-	if err := l.Reset(ctx, w.Key); err != nil {
+	s, err := readShards(ctx, rdb, prefix)
+	if err != nil {
 		return w, fmt.Errorf("reset %s rule %s: %w", taskType, rule, err)
 	}
-	if err := l.Lines(throttle.LinesConfig{}).Wake(ctx, taskType); err != nil {
-		return w, fmt.Errorf("reset %s rule %s: %w", taskType, rule, err)
+	for _, g := range s.logs(w) {
+		if err := s.limiter(g).Reset(ctx, w.Key); err != nil {
+			return w, fmt.Errorf("reset %s rule %s%s: %w", taskType, rule, s.in(g), err)
+		}
+	}
+	for _, g := range s.layout.Groups(taskType) {
+		if err := s.limiter(g).Lines(throttle.LinesConfig{}).Wake(ctx, taskType); err != nil {
+			return w, fmt.Errorf("reset %s rule %s%s: %w", taskType, rule, s.in(g), err)
+		}
 	}
 	return w, nil
 }

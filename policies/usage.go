@@ -106,6 +106,14 @@ func limiter(rdb redis.UniversalClient, prefix string) *throttle.Limiter {
 // enforce: an older file with a shorter window would drop entries that the
 // workers still count.
 //
+// The windows are read where the layout Redis names keeps them
+// (docs/SCALING.md). On more than one shard a global rule has a log in
+// each shard and the pool, read as one window of the whole limit: Used,
+// InLine and EmptyIn are the logs' sums and latest; Remaining is Limit
+// less Used and the places within a window, or 0 (a task may still wait
+// for its shard's lease); NextFree, when Remaining is 0, is EmptyIn: an
+// upper bound, since no one log knows when the sum frees.
+//
 // An error about the selection matches ErrSelection; others are Redis's.
 // Safe for concurrent use.
 func Usage(ctx context.Context, rdb redis.UniversalClient, prefix string, p *Policies, taskType, tenant string) ([]RuleUsage, error) {
@@ -113,16 +121,47 @@ func Usage(ctx context.Context, rdb redis.UniversalClient, prefix string, p *Pol
 	if err != nil {
 		return nil, err
 	}
-	l := limiter(rdb, prefix)
+	s, err := readShards(ctx, rdb, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("usage for tenant %s: %w", tenant, err)
+	}
 	out := make([]RuleUsage, len(windows))
 	for i, w := range windows {
-		c := w.Check()
-		u, err := l.Usage(ctx, c.Key, c.Policy)
-		if err != nil {
-			return nil, fmt.Errorf("usage of %s rule %s: %w", w.TaskType, w.Rule, err)
+		if out[i], err = s.usage(ctx, w); err != nil {
+			return nil, err
 		}
-		out[i] = RuleUsage{RuleWindow: w, Used: u.Used, InLine: u.InLine, Remaining: u.Remaining,
-			NextFree: u.RetryAfter, EmptyIn: u.ResetAfter}
 	}
 	return out, nil
+}
+
+// usage reads w's window in each log that holds it (shards.logs), and
+// sums them as Usage says.
+func (s shards) usage(ctx context.Context, w RuleWindow) (RuleUsage, error) {
+	c := w.Check()
+	groups := s.logs(w)
+	all := make([]throttle.Usage, len(groups))
+	for i, g := range groups {
+		u, err := s.limiter(g).Usage(ctx, c.Key, c.Policy)
+		if err != nil {
+			return RuleUsage{}, fmt.Errorf("usage of %s rule %s%s: %w", w.TaskType, w.Rule, s.in(g), err)
+		}
+		all[i] = u
+	}
+	if len(all) == 1 {
+		u := all[0]
+		return RuleUsage{RuleWindow: w, Used: u.Used, InLine: u.InLine, Remaining: u.Remaining,
+			NextFree: u.RetryAfter, EmptyIn: u.ResetAfter}, nil
+	}
+	ru, soon := RuleUsage{RuleWindow: w}, 0
+	for _, u := range all {
+		ru.Used += u.Used
+		ru.InLine += u.InLine
+		soon += u.InLineSoon
+		ru.EmptyIn = max(ru.EmptyIn, u.ResetAfter)
+	}
+	ru.Remaining = max(0, w.Limit-ru.Used-soon)
+	if ru.Remaining == 0 {
+		ru.NextFree = ru.EmptyIn
+	}
+	return ru, nil
 }

@@ -40,16 +40,33 @@ func (s *statusPage) build(p *policies.Policies, tenants []SeenTenant, reads []p
 		d.Tenants = append(d.Tenants, d.tenant(t, got, rowMaker{a, waits, now}, seenGlobal))
 	}
 	slices.SortStableFunc(d.Globals, func(x, y windowView) int { return strings.Compare(x.TaskType, y.TaskType) })
-	if s.cfg.Lines != nil {
-		d.Fair, d.ShareSpan, d.MaxFlows = true, fmtDuration(throttle.ShareSpan), statusFlows
-		if r := got[pageRead{lines: true}]; r.err != nil {
-			d.FairErr = d.failed(r.err)
-		} else {
-			d.Lines, d.FlowsCut = linesViews(r.flows), len(r.flows) >= statusFlows
-		}
+	if len(s.cfg.Lines) > 0 {
+		d.Fair, d.ShareSpan, d.MaxFlows, d.Shards = true, fmtDuration(throttle.ShareSpan), statusFlows, len(s.cfg.Lines)
+		d.fairLines(got)
 	}
 	d.Providers = providerViews(a.Providers(), now)
 	return d
+}
+
+// fairLines sets what the page shows of the fair lines: every shard's
+// flows in one list (a tenant of a type waits in one shard), or the error
+// of a shard not read.
+func (d *statusData) fairLines(got map[pageRead]readResult) {
+	var flows []throttle.WaitingFlow
+	for i := range d.Shards {
+		r := got[pageRead{lines: true, shard: i}]
+		if r.err != nil {
+			if msg := d.failed(r.err); d.FairErr == "" {
+				d.FairErr = msg
+			}
+			continue
+		}
+		flows = append(flows, r.flows...)
+		d.FlowsCut = d.FlowsCut || len(r.flows) >= statusFlows
+	}
+	if d.FairErr == "" {
+		d.Lines = linesViews(flows)
+	}
 }
 
 // failed counts a read that failed and returns what the page says of it;

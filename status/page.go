@@ -31,8 +31,8 @@ const (
 // and one per queue.
 const statusReads = 4
 
-// statusFlows is the most waiting flows of the fair lines a page reads:
-// one script call holds Redis for each.
+// statusFlows is the most waiting flows of each shard's fair lines a page
+// reads: one script call holds the shard's Redis for each.
 const statusFlows = 200
 
 // PageConfig configures Page. Zero fields take the defaults given.
@@ -81,11 +81,12 @@ type PageConfig struct {
 	// at the top.
 	Refused func() error
 
-	// Lines are the fair lines the workers serve tasks through, when
-	// fairness is on (worker.Server.Lines); nil for none. The page then
-	// shows, per task type, each waiting tenant's tasks in line by
-	// priority and its share of the recent grants of the shared rules.
-	Lines *throttle.Lines
+	// Lines are the fair lines the workers serve tasks through, one per
+	// shard, when fairness is on (worker.Server.AllLines); nil for none.
+	// The page then shows, per task type, each waiting tenant's tasks in
+	// line by priority and its share of the recent grants of the shared
+	// rules, every shard's together.
+	Lines []*throttle.Lines
 }
 
 // Page returns the handler of a worker's status page, an HTML page

@@ -17,6 +17,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/policies"
@@ -407,7 +408,7 @@ func TestPageFairLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := status.Page(rdb, status.PageConfig{Policies: policies.Static(p), Activity: status.NewActivity(nil), Prefix: prefix, Lines: ls})
+	h, err := status.Page(rdb, status.PageConfig{Policies: policies.Static(p), Activity: status.NewActivity(nil), Prefix: prefix, Lines: []*throttle.Lines{ls}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,6 +423,52 @@ func TestPageFairLines(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %s:\n%s", want, section(body, "lines"))
+		}
+	}
+}
+
+// TestPageFairLinesShards: given the lines of two shards, the page shows
+// the waiting tenants of both, in one table by task type.
+func TestPageFairLinesShards(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
+	base := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	policy := throttle.Policy{Limit: 1, Window: time.Hour}
+	var lines []*throttle.Lines
+	for i, g := range (layout.Layout{Shards: 2}).Groups(producer.TypeSMS) {
+		ls := base.InGroup(g).Lines(throttle.LinesConfig{})
+		lines = append(lines, ls)
+		tenant := []string{"acme", "globex"}[i]
+		// The shard's own log of the rule: its first task goes, two wait.
+		account := throttle.LineCheck{Check: throttle.Check{Key: "account", Policy: policy, Cost: 1}, Shared: true}
+		for j := range 3 {
+			if _, err := ls.Arrive(ctx, throttle.Arrival{Class: producer.TypeSMS, Priority: 2, Tenant: tenant, Weight: 1,
+				Queue: g, ID: fmt.Sprintf("%s-%d", tenant, j), Checks: []throttle.LineCheck{account}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p, err := policies.Parse(t.Name(), []byte(perHourAndAccount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := status.Page(rdb, status.PageConfig{Policies: policies.Static(p), Activity: status.NewActivity(nil), Prefix: prefix, Lines: lines})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	body := section(rec.Body.String(), "lines")
+	for _, want := range []string{
+		`<tr class="flow" data-tenant="acme" data-priority="2"><td></td><td>acme</td><td class="num">2</td><td class="num">1</td><td class="num inline">2</td>`,
+		`<tr class="flow" data-tenant="globex" data-priority="2"><td></td><td>globex</td><td class="num">2</td><td class="num">1</td><td class="num inline">2</td>`,
+		`<span class="priority" data-priority="2">2: <span class="count">4</span></span>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s:\n%s", want, body)
 		}
 	}
 }

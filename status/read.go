@@ -14,11 +14,13 @@ import (
 
 // pageRead is one Redis read of a page: the windows of a tenant's task
 // type (policies.Usage), a queue's retry set (retryset.Head) when queue is
-// set, or the fair lines (throttle.Lines.Waiting) when lines is.
+// set, or the fair lines of shard PageConfig.Lines[shard]
+// (throttle.Lines.Waiting) when lines is.
 type pageRead struct {
 	tenant, taskType string
 	queue            string
 	lines            bool
+	shard            int
 }
 
 // readResult is what a pageRead got.
@@ -55,8 +57,8 @@ func (s *statusPage) collect(ctx context.Context) statusData {
 	for _, q := range s.cfg.Queues {
 		reads = append(reads, pageRead{queue: q})
 	}
-	if s.cfg.Lines != nil {
-		reads = append(reads, pageRead{lines: true})
+	for i := range s.cfg.Lines {
+		reads = append(reads, pageRead{lines: true, shard: i})
 	}
 	results := make(chan readResult, len(reads)) // never blocks a late read
 	for _, rd := range reads {
@@ -102,7 +104,7 @@ func (s *statusPage) run(ctx context.Context, p *policies.Policies, rd pageRead)
 		return readResult{pageRead: rd, err: errNotRead}
 	}
 	if rd.lines {
-		flows, err := s.cfg.Lines.Waiting(ctx, statusFlows)
+		flows, err := s.cfg.Lines[rd.shard].Waiting(ctx, statusFlows)
 		return readResult{pageRead: rd, flows: flows, err: err}
 	}
 	if rd.queue != "" {

@@ -23,12 +23,13 @@ type statusData struct {
 	Listed    int  // PageConfig.RetryTasks
 	Providers []providerView
 
-	Fair      bool        // PageConfig.Lines is set
+	Fair      bool        // PageConfig.Lines holds some
 	FairErr   string      // the lines were not read
 	Lines     []linesView // by task type
 	ShareSpan string
 	FlowsCut  bool // the lines hold more waiting flows than a page reads
 	MaxFlows  int  // statusFlows
+	Shards    int  // how many shards' lines are read
 }
 
 // linesView is what waits in the fair lines of one task type.

@@ -94,6 +94,24 @@ func (t *Throttle) Lines() *throttle.Lines {
 	return t.fair.group(throttle.DefaultGroup).lines
 }
 
+// AllLines returns the fair lines of every shard t serves tasks through,
+// by group name: Lines alone on one shard; nil when it serves first come,
+// first served. Lines made later, for a task type a reload gave rules,
+// are not in it.
+func (t *Throttle) AllLines() []*throttle.Lines {
+	if t.fair == nil {
+		return nil
+	}
+	if !t.leased {
+		return []*throttle.Lines{t.Lines()}
+	}
+	var out []*throttle.Lines
+	for _, f := range t.fair.all() {
+		out = append(out, f.lines)
+	}
+	return out
+}
+
 // wake nudges the dispatch loop without waiting.
 func (f *fairLines) wake() {
 	select {

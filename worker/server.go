@@ -363,10 +363,15 @@ func (s *Server) Unthrottled() []string {
 // status.PageConfig.Refused; Ready fails with it too.
 func (s *Server) Refused() error { return s.throttle.damage.Err() }
 
-// Lines returns the fair lines the server serves tasks through, for
-// status.PageConfig.Lines; nil when it serves first come, first served
-// (FairnessOff).
+// Lines returns the fair lines the server serves tasks through on one
+// shard; nil when it serves first come, first served (FairnessOff), and on
+// more than one shard, where AllLines has each shard's.
 func (s *Server) Lines() *throttle.Lines { return s.throttle.Lines() }
+
+// AllLines returns the fair lines of every shard the server serves tasks
+// through, for status.PageConfig.Lines (Throttle.AllLines); nil when it
+// serves first come, first served (FairnessOff).
+func (s *Server) AllLines() []*throttle.Lines { return s.throttle.AllLines() }
 
 // Ready reports whether the server can work: nil when Redis answers a
 // PING within ctx, has refused none of the server's calls in the last

@@ -54,6 +54,17 @@ func (s *shards) group(g string) *fairLines {
 	return f
 }
 
+// all returns the lines of every group made so far, by group name.
+func (s *shards) all() []*fairLines {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*fairLines, 0, len(s.lines))
+	for _, g := range slices.Sorted(maps.Keys(s.lines)) {
+		out = append(out, s.lines[g])
+	}
+	return out
+}
+
 // serve calls start with every group's lines, now and as they are made,
 // until called with nil.
 func (s *shards) serve(start func(*fairLines)) {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
+	"github.com/sluicehq/sluice/throttle"
 	"github.com/sluicehq/sluice/worker"
 )
 
@@ -116,5 +117,57 @@ func TestShardsKeepTheGlobalLimit(t *testing.T) {
 	}
 	if err := other.CheckLayout(ctx); err == nil || !strings.Contains(err.Error(), "shards=3") || !strings.Contains(err.Error(), "shards=2") {
 		t.Errorf("a worker of 2 shards against a Redis of 3: %v, want an error naming both", err)
+	}
+}
+
+// TestAllLines: a server gives the status page the lines of every shard,
+// by group name; on one shard, its one lines.
+func TestAllLines(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
+	p, err := policies.Parse(t.Name(), []byte(shardedPolicies))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := func(shards int) *worker.Server {
+		srv, err := worker.NewServer(rdb, worker.Config{
+			ThrottleConfig: worker.ThrottleConfig{Shards: shards},
+			Policies:       policies.Static(p), SMS: provider.LogProvider{}, Prefix: prefix,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	if one := server(1); !slices.Equal(one.AllLines(), []*throttle.Lines{one.Lines()}) || one.Lines() == nil {
+		t.Errorf("one shard: AllLines %v, want Lines alone", one.AllLines())
+	}
+
+	three := layout.Layout{Shards: 3}
+	all := server(three.Shards).AllLines()
+	groups := slices.Sorted(slices.Values(three.Groups(producer.TypeSMS)))
+	if len(all) != len(groups) {
+		t.Fatalf("three shards: %d lines, want %d", len(all), len(groups))
+	}
+	// A flow waiting in one shard's group is in the lines of that rank.
+	account := throttle.LineCheck{Check: throttle.Check{Key: "account", Policy: throttle.Policy{Limit: 1, Window: time.Hour}, Cost: 1}, Shared: true}
+	shard := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)).InGroup(groups[1]).Lines(throttle.LinesConfig{})
+	for i := range 2 {
+		if _, err := shard.Arrive(ctx, throttle.Arrival{Class: producer.TypeSMS, Tenant: "acme", Weight: 1, Queue: groups[1],
+			ID: fmt.Sprint("task-", i), Checks: []throttle.LineCheck{account}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ls := range all {
+		flows, err := ls.Waiting(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(flows), map[bool]int{true: 1}[i == 1]; got != want {
+			t.Errorf("lines %d (%s): %d waiting flows, want %d", i, groups[i], got, want)
+		}
 	}
 }

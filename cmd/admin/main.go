@@ -57,15 +57,16 @@ reset      empties T's own windows (rules of scope tenant; never a global
            window, shared by every tenant). Without --yes it only says what
            it would reset, and exits 2.
 reset-global
-           empties the window of global rule R of TYPE, whatever its key
-           holds (a damaged key): every tenant's sends in it are forgotten,
-           so up to a window's worth more may go at once. Without --yes it
-           only says what it would reset, and exits 2.
+           empties the window of global rule R of TYPE (every shard's log,
+           never their leases), whatever its key holds (a damaged key):
+           every tenant's sends in it are forgotten, so up to a window's
+           worth more may go at once. Without --yes it only says what it
+           would reset, and exits 2.
 reset-lines
-           empties the fair lines of TYPE, whatever their keys hold (a
-           damaged key), and moves its parked tasks to their queues'
-           pending lists. The tenants' order, the learned lead and the
-           unclaimed grants are lost. Without --yes it only says what it
+           empties the fair lines of TYPE (every shard's), whatever their
+           keys hold (a damaged key), and moves its parked tasks to their
+           queues' pending lists. The tenants' order, the learned lead and
+           the unclaimed grants are lost. Without --yes it only says what it
            would reset, and exits 2.
 validate   checks a policies file ("-" for standard input) and prints what
            it enforces; no Redis needed.

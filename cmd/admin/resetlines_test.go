@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -109,4 +111,57 @@ func parkFour(t *testing.T, client *asynq.Client, ls *throttle.Lines, queue stri
 		}
 	}
 	return ids
+}
+
+// TestResetLinesShards: on three shards, reset-lines reads and empties the
+// lines of every shard of the type, and moves the parked tasks of all.
+func TestResetLinesShards(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWindows(t)
+	three := layout.Layout{Shards: 3}
+	if err := layout.Ensure(ctx, w.rdb, w.prefix, three); err != nil {
+		t.Fatal(err)
+	}
+	queue := strings.TrimSuffix(w.prefix, ":")
+	client := asynq.NewClientFromRedisClient(w.rdb)
+	ins := asynq.NewInspectorFromRedisClient(w.rdb)
+	t.Cleanup(func() { _ = ins.DeleteQueue(queue, true) })
+	groups := three.Groups("sms:send")
+	var lines []*throttle.Lines
+	for _, g := range groups[:2] {
+		ls := w.limiter.InGroup(g).Lines(throttle.LinesConfig{})
+		parkFour(t, client, ls, queue)
+		lines = append(lines, ls)
+	}
+	args := []string{"reset-lines", "--redis", redistest.URL(t), "--prefix", w.prefix, "--type", "sms:send"}
+
+	r := admin(t, "", args...)
+	if r.code != 2 || !strings.Contains(r.stdout, "would move the 6 parked tasks") {
+		t.Errorf("dry run: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+	r = admin(t, "", append(args, "--yes")...)
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("reset-lines --yes: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for i, g := range groups {
+		head := fmt.Sprintf(`reset the fair lines of "sms:send" in shard %q: `, g)
+		_, said, ok := strings.Cut(r.stdout, head)
+		said, _, _ = strings.Cut(said, "\n")
+		if want := "2 tasks waiting"; !ok || i < 2 && !strings.Contains(said, want) {
+			t.Errorf("stdout has no %q with %q:\n%s", head, want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "moved 6 parked tasks to their queues' pending lists") {
+		t.Errorf("stdout:\n%s", r.stdout)
+	}
+	for i, ls := range lines {
+		c, err := ls.ClassLines(ctx, "sms:send")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Keys)+len(c.Parked()) != 0 {
+			t.Errorf("the lines of sms:send in shard %s after the reset: %+v", groups[i], c)
+		}
+	}
 }

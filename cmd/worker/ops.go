@@ -64,7 +64,7 @@ func newWorker(rdb redis.UniversalClient, cfg worker.Config, ops net.Listener, t
 		Activity: activity,
 		Queues:   srv.Queues(),
 		Prefix:   cfg.Prefix,
-		Lines:    srv.Lines(),
+		Lines:    srv.AllLines(),
 		Refused:  srv.Refused,
 	})
 	if err != nil {
