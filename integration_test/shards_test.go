@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/keyspace"
 	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -58,29 +60,7 @@ tasks:
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	want := map[string]string{} // task ID -> tenant
-	queues := map[string]int{}  // queue -> tasks
-	printed := regexp.MustCompile(`^enqueued \d+ of \d+ sms tasks for tenant \S+ on queue (\S+)\n$`)
-	for i := range tenants {
-		tenant := fmt.Sprintf("t%02d", i)
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		cmd := exec.CommandContext(cctx, enqueueBin, "sms", "--redis", url, "--prefix", prefix, "--tenant", tenant,
-			"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(perTenant), "--id", tenant)
-		cmd.Env = readmeEnv()
-		out, err := cmd.CombinedOutput()
-		cancel()
-		m := printed.FindStringSubmatch(string(out))
-		if err != nil || m == nil {
-			t.Fatalf("enqueue %s: %v\n%s", tenant, err, out)
-		}
-		if q := three.Queue("sms:send", tenant); m[1] != q {
-			t.Errorf("tenant %s: enqueued on queue %s, want its shard's %s", tenant, m[1], q)
-		}
-		queues[m[1]] += perTenant
-		for j := range perTenant {
-			want[fmt.Sprintf("%s-%d", tenant, j+1)] = tenant
-		}
-	}
+	want, queues := enqueueByLayout(t, enqueueBin, url, prefix, three, tenants, perTenant)
 	t.Logf("tasks by queue: %v", queues)
 	if len(queues) != three.Shards {
 		t.Fatalf("the tenants fell in %d shards, want %d: %v", len(queues), three.Shards, queues)
@@ -100,8 +80,48 @@ tasks:
 	checkThrough(t, sink.receipts(), want, tenantMax, globalMax)
 	checkHistory(t, len(want), procs...)
 
+	checkShardPlaces(t, rdb, prefix, three)
+}
+
+// enqueueByLayout enqueues perTenant SMS for each of tenants tenants with
+// cmd/enqueue (bin) through url, given no queue, and checks that each
+// went to its tenant's shard's queue under l. It returns the tenant of
+// each task by ID, and the tasks by queue.
+func enqueueByLayout(t *testing.T, bin, url, prefix string, l layout.Layout, tenants, perTenant int) (want map[string]string, queues map[string]int) {
+	t.Helper()
+	want, queues = map[string]string{}, map[string]int{}
+	printed := regexp.MustCompile(`^enqueued \d+ of \d+ sms tasks for tenant \S+ on queue (\S+)\n$`)
+	for i := range tenants {
+		tenant := fmt.Sprintf("t%02d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "sms", "--redis", url, "--prefix", prefix, "--tenant", tenant,
+			"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(perTenant), "--id", tenant)
+		cmd.Env = readmeEnv()
+		out, err := cmd.CombinedOutput()
+		cancel()
+		m := printed.FindStringSubmatch(string(out))
+		if err != nil || m == nil {
+			t.Fatalf("enqueue %s: %v\n%s", tenant, err, out)
+		}
+		if q := l.Queue("sms:send", tenant); m[1] != q {
+			t.Errorf("tenant %s: enqueued on queue %s, want its shard's %s", tenant, m[1], q)
+		}
+		queues[m[1]] += perTenant
+		for j := range perTenant {
+			want[fmt.Sprintf("%s-%d", tenant, j+1)] = tenant
+		}
+	}
+	return want, queues
+}
+
+// checkShardPlaces checks that each shard of l keeps its queue's and its
+// limiter's keys (under prefix) in one slot, and each shard on a master
+// of its own.
+func checkShardPlaces(t *testing.T, rdb *redis.ClusterClient, prefix string, l layout.Layout) {
+	t.Helper()
+	ctx := context.Background()
 	masters := map[string]string{} // master -> shard
-	for _, g := range three.Groups("sms:send") {
+	for _, g := range l.Groups("sms:send") {
 		keys := append(redistest.Keys(t, rdb, keyspace.Base(prefix, g)), redistest.QueueKeys(t, rdb, g)...)
 		slots := map[int64]bool{}
 		for _, k := range keys {

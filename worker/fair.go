@@ -166,6 +166,7 @@ func (t *Throttle) runLines(ctx context.Context, f *fairLines) {
 	for {
 		if cur := t.policies.Current(); cur != refreshed && t.refreshLines(ctx, f, cur) {
 			refreshed = cur
+			t.fair.ensure(cur) // a type the reload added: its shards' loops
 		}
 		dctx, cancel := context.WithTimeout(ctx, t.timeout)
 		turn, err := f.lines.Dispatch(dctx)
@@ -265,11 +266,12 @@ func (t *Throttle) entryRules(class, tenant string) (float64, []throttle.LineChe
 // task arrives at its line, and is run at once, run at its place (a wait
 // of at most the lines' lead), or parked in the retry set until a grant
 // moves it to the front of its queue.
-func (t *Throttle) admitFair(ctx context.Context, f *fairLines, task *asynq.Task, holdKey, tenant string, all []policies.Applied) error {
+func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, tenant string, all []policies.Applied) error {
 	applied, shadow, _ := splitShadow(all)
 	if len(applied) == 0 {
 		return t.admit(ctx, holdKey, task.Type(), tenant, all)
 	}
+	f := t.fair.of(task.Type(), tenant) // made here, not for a type without rules
 	priority, err := producer.TaskPriority(task)
 	if err != nil {
 		return fmt.Errorf("%w: task %s: %v", asynq.SkipRetry, task.Type(), err)

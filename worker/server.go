@@ -125,6 +125,11 @@ func NewServer(rdb redis.UniversalClient, cfg Config) (*Server, error) {
 	if _, err := layout.Parse(cfg.layout().String()); err != nil {
 		return nil, fmt.Errorf("worker: Config.Shards: %w", err)
 	}
+	if len(cfg.Queues) > 0 && cfg.layout().Shards > 1 {
+		if err := shardQueues(cfg.layout(), cfg.Queues, cfg.served()); err != nil {
+			return nil, err
+		}
+	}
 	cfg = cfg.withDefaults()
 	cfg.warnOldQueues()
 	rdb.AddHook(SyncHook{})

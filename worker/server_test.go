@@ -15,6 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/internal/testwait"
@@ -149,6 +150,16 @@ func TestNewServerRefuses(t *testing.T) {
 		{"no email provider, queues named", func(c *worker.Config) { c.Email, c.Queues = nil, map[string]int{"q": 1} },
 			"worker: no email provider (Config.Email), and Config.Queues names the queues: they may hold email:send tasks, which the worker would archive unsent; leave Queues nil to serve only the queues of sms:send"},
 		{"no policies", func(c *worker.Config) { c.Policies = nil }, "worker: no policies"},
+		{"too many shards", func(c *worker.Config) { c.Shards = 300 },
+			`worker: Config.Shards: layout "shards=300" is not shards=<N> with N a whole number from 1 to 256`},
+		{"queues without every shard", func(c *worker.Config) {
+			c.Shards, c.Queues = 2, map[string]int{layout.ShardName("sms:send", 0, 2): 1, "default": 1}
+		},
+			"worker: the queues leave out " + strings.Join(slices.Sorted(slices.Values([]string{layout.ShardName("email:send", 0, 2),
+				layout.ShardName("email:send", 1, 2), layout.ShardName("sms:send", 1, 2)})), ", ") +
+				", where producers put the tasks of layout shards=2: serve them too, or leave the queues to the worker"},
+		{"shards first come first served", func(c *worker.Config) { c.Shards, c.Fairness = 2, worker.FairnessOff },
+			"worker: 2 shards need the fair lines (FairnessOn and QueueRedis): first come, first served keeps every key in one group"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,12 +25,20 @@ type shards struct {
 // rules for: a worker that starts serves the tasks already parked there.
 func newShards(l layout.Layout, p *policies.Policies, open func(string) *fairLines) *shards {
 	s := &shards{layout: l, open: open, lines: map[string]*fairLines{}}
+	s.ensure(p)
+	return s
+}
+
+// ensure makes the lines of every group of the task types p has rules
+// for, and starts their loops while RunLines runs: after a reload, so that
+// a type it adds is served in every shard, not only in those a task of it
+// reached this worker in.
+func (s *shards) ensure(p *policies.Policies) {
 	for _, typ := range p.TaskTypes() {
-		for _, g := range l.Groups(typ) {
+		for _, g := range s.layout.Groups(typ) {
 			s.group(g)
 		}
 	}
-	return s
 }
 
 // of returns the lines of a task of taskType for tenant.

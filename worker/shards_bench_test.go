@@ -84,26 +84,7 @@ func BenchmarkShardsDrain(b *testing.B) {
 					}
 				})
 				start := time.Now()
-				var stops []func()
-				for range 2 {
-					srv, err := worker.NewServer(rdb, worker.Config{
-						ThrottleConfig: worker.ThrottleConfig{Shards: shards},
-						Policies:       policies.Static(p), SMS: sms, Email: provider.LogProvider{}, Concurrency: 20,
-						ShutdownTimeout: 5 * time.Second, AllowEviction: true,
-					})
-					if err != nil {
-						b.Fatal(err)
-					}
-					wctx, cancel := context.WithCancel(ctx)
-					ran := make(chan error, 1)
-					go func() { ran <- srv.Run(wctx) }()
-					stops = append(stops, func() {
-						cancel()
-						if err := <-ran; err != nil {
-							b.Error(err)
-						}
-					})
-				}
+				stop := startWorkers(b, rdb, p, shards, sms)
 				select {
 				case <-done:
 				case <-time.After(2 * time.Minute):
@@ -112,9 +93,7 @@ func BenchmarkShardsDrain(b *testing.B) {
 				took := time.Since(start)
 				cpu1 := mastersCPU(b, masters)
 				slowlogReport(b, masters)
-				for _, stop := range stops {
-					stop()
-				}
+				stop()
 				var total, busiest float64
 				for i := range masters {
 					used := cpu1[i] - cpu0[i]
@@ -127,6 +106,37 @@ func BenchmarkShardsDrain(b *testing.B) {
 				b.ReportMetric((tasks/300.0)/took.Seconds(), "utilization")
 			}
 		})
+	}
+}
+
+// startWorkers runs two workers of shards shards on rdb, sending SMS
+// through sms, and returns the function that stops them.
+func startWorkers(b *testing.B, rdb redis.UniversalClient, p *policies.Policies, shards int, sms countedSMS) (stop func()) {
+	b.Helper()
+	var stops []func()
+	for range 2 {
+		srv, err := worker.NewServer(rdb, worker.Config{
+			ThrottleConfig: worker.ThrottleConfig{Shards: shards},
+			Policies:       policies.Static(p), SMS: sms, Email: provider.LogProvider{}, Concurrency: 20,
+			ShutdownTimeout: 5 * time.Second, AllowEviction: true,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- srv.Run(ctx) }()
+		stops = append(stops, func() {
+			cancel()
+			if err := <-ran; err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
 	}
 }
 

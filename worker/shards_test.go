@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -169,5 +171,47 @@ func TestAllLines(t *testing.T) {
 		if got, want := len(flows), map[bool]int{true: 1}[i == 1]; got != want {
 			t.Errorf("lines %d (%s): %d waiting flows, want %d", i, groups[i], got, want)
 		}
+	}
+}
+
+// TestShardsNeedLeasableRules: a global rule over more than one shard
+// must be a sliding log; a worker refuses policies with another at start,
+// and a reload to them keeps the policies in force.
+func TestShardsNeedLeasableRules(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	gcra := strings.Replace(shardedPolicies, "window: 1s\n    - name: tenant", "window: 1s\n      algorithm: gcra\n    - name: tenant", 1)
+	p, err := policies.Parse(t.Name(), []byte(gcra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := worker.Config{ThrottleConfig: worker.ThrottleConfig{Shards: 2}, Policies: policies.Static(p),
+		SMS: provider.LogProvider{}, Email: provider.LogProvider{}}
+	want := "sms:send rule provider: a global rule over more than one shard must be a sliding log"
+	if _, err := worker.NewServer(rdb, cfg); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("NewServer with a GCRA global rule over 2 shards: %v, want %q", err, want)
+	}
+
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(path, []byte(shardedPolicies), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := policies.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Policies = f
+	if _, err := worker.NewServer(rdb, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(gcra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := f.Current()
+	if err := f.Reload(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a reload to a GCRA global rule: %v, want %q", err, want)
+	}
+	if f.Current() != before {
+		t.Error("a reload the shards cannot keep exact replaced the policies")
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -115,33 +114,36 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 	// one second plus both intervals (and 50 ms) before the place, so that
 	// the task is in the worker before its place.
 	t.lead = max(0, min(t.maxHold, time.Second+interval+fetch+50*time.Millisecond))
-	lay := layout.Layout{Shards: max(cfg.Shards, 1)}
-	if _, err := layout.Parse(lay.String()); err != nil {
-		return nil, fmt.Errorf("worker: ThrottleConfig.Shards: %w", err)
-	}
-	if lay.Shards > 1 && (cfg.Fairness != FairnessOn || cfg.QueueRedis == nil) {
-		return nil, fmt.Errorf("worker: %d shards need the fair lines (FairnessOn and QueueRedis): first come, first served keeps every key in one group", lay.Shards)
+	lay, err := shardLayout(cfg, policyFile)
+	if err != nil {
+		return nil, err
 	}
 	t.leased = lay.Shards > 1
 	if cfg.Fairness == FairnessOn && cfg.QueueRedis != nil {
-		park := cfg.Park
-		if park <= 0 {
-			park = throttle.DefaultPark
-		}
-		open := func(group string) *fairLines {
-			l := limiter
-			if lay.Shards > 1 {
-				l = limiter.InGroup(group)
-			}
-			// A granted task reaches a worker within an idle worker's fetch
-			// interval: its place is given that much ahead, and 50 ms more.
-			lines := l.Lines(throttle.LinesConfig{Lead: fetch + 50*time.Millisecond, Rules: t.entryRules})
-			return &fairLines{group: group, lines: lines, rdb: cfg.QueueRedis, park: park, logger: t.logger,
-				nudge: make(chan struct{}, 1), idle: lineIdle}
-		}
-		t.fair = newShards(lay, policyFile.Current(), open)
+		t.fair = newShards(lay, policyFile.Current(), t.linesOf(limiter, cfg, fetch))
 	}
 	return t, nil
+}
+
+// linesOf returns the function that makes a group's fair lines, on
+// limiter itself on one shard and in the group on more; fetch is the
+// asynq server's fetch interval.
+func (t *Throttle) linesOf(limiter *throttle.Limiter, cfg *ThrottleConfig, fetch time.Duration) func(string) *fairLines {
+	park := cfg.Park
+	if park <= 0 {
+		park = throttle.DefaultPark
+	}
+	return func(group string) *fairLines {
+		l := limiter
+		if t.leased {
+			l = limiter.InGroup(group)
+		}
+		// A granted task reaches a worker within an idle worker's fetch
+		// interval: its place is given that much ahead, and 50 ms more.
+		lines := l.Lines(throttle.LinesConfig{Lead: fetch + 50*time.Millisecond, Rules: t.entryRules})
+		return &fairLines{group: group, lines: lines, rdb: cfg.QueueRedis, park: park, logger: t.logger,
+			nudge: make(chan struct{}, 1), idle: lineIdle}
+	}
 }
 
 // Stop ends every wait in progress and every later one: waiting tasks go
@@ -192,8 +194,7 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		rules := t.policies.Current().For(task.Type(), tenant)
 		admit := func() error { return t.admit(ctx, holdKey, task.Type(), tenant, rules) }
 		if t.fair != nil {
-			f := t.fair.of(task.Type(), tenant)
-			admit = func() error { return t.admitFair(ctx, f, task, holdKey, tenant, rules) }
+			admit = func() error { return t.admitFair(ctx, task, holdKey, tenant, rules) }
 		}
 		if err := admit(); err != nil {
 			return err
