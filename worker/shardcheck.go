@@ -22,7 +22,7 @@ func shardLayout(cfg *ThrottleConfig, policyFile *policies.File) (layout.Layout,
 		return lay, nil
 	}
 	if cfg.Fairness != FairnessOn || cfg.QueueRedis == nil {
-		return lay, fmt.Errorf("worker: %d shards need the fair lines (FairnessOn and QueueRedis): first come, first served keeps every key in one group", lay.Shards)
+		return lay, fmt.Errorf("worker: %d shards need the fair lines (FairnessOn and QueueRedis; the worker's --fairness on): first come, first served keeps every key in one group", lay.Shards)
 	}
 	if err := policyFile.Require(leasable); err != nil {
 		return lay, fmt.Errorf("worker: the policies of %s: %w", lay, err)

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
@@ -53,7 +56,7 @@ func newFlags() *flags {
 	fs.TextVar(&f.smtpStartTLS, "smtp-starttls", provider.StartTLSRequire, "STARTTLS `mode`: require, opportunistic (only if offered) or off")
 	f.concurrency = fs.Int("concurrency", worker.DefaultConcurrency, "tasks run at once in this process")
 	f.queues = fs.String("queues", "", "queues and priorities, `name=prio,...`; default: the queues of the task types the worker has a provider for, and default when it has both")
-	f.shards = fs.Int("shards", 0, fmt.Sprintf("shards of the layout, `N` from 1 to %d (docs/SCALING.md); 0: the layout Redis names, or when it names none 1 on a single Redis or Sentinel and one per master on a cluster", layout.MaxShards))
+	f.shards = fs.Int("shards", 0, fmt.Sprintf("shards of the layout, `N` from 1 to %d (docs/SCALING.md); 0: the layout Redis names, or when it names none one per master on a cluster, and 1 on a single Redis or Sentinel, with --queues or with --fairness off", layout.MaxShards))
 	f.prefix = fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys")
 	f.checkInterval = fs.Duration("check-interval", worker.DefaultCheckInterval, "how often due retries move to their queue")
 	f.fetchInterval = fs.Duration("fetch-interval", worker.DefaultFetchInterval, "how often an idle worker looks for tasks in its empty queues")
@@ -151,6 +154,20 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 	}
 	cfg.Policies, err = policies.Open(*f.policies)
 	return cfg, err
+}
+
+// askedShards returns the shards to ask layout.Choose for: --shards; or,
+// when it is 0 and Redis names no layout yet, 1 for --fairness off (first
+// come, first served keeps every key in one group) and for --queues (the
+// queues named by hand are where the producers put tasks, not a shard's).
+func (f *flags) askedShards(ctx context.Context, rdb redis.UniversalClient) int {
+	if *f.shards != 0 || (*f.fairness != "off" && *f.queues == "") {
+		return *f.shards
+	}
+	if _, named, err := layout.Read(ctx, rdb, *f.prefix); err == nil && !named {
+		return 1
+	}
+	return 0 // what Redis names; Choose reports an error reading it
 }
 
 // holdScope returns the scope --provider-hold names.

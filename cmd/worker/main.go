@@ -142,11 +142,7 @@ func run(ctx context.Context, args []string) int {
 		return fail(err)
 	}
 	defer rdb.Close()
-	asked := *f.shards
-	if *f.fairness == "off" && asked == 0 {
-		asked = 1 // first come, first served keeps every key in one group
-	}
-	lay, err := layout.Choose(ctx, rdb, *f.prefix, asked)
+	lay, err := layout.Choose(ctx, rdb, *f.prefix, f.askedShards(ctx, rdb))
 	if err != nil {
 		return fail(err)
 	}
