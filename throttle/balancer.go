@@ -63,7 +63,7 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 	}
 	leases := b.l.Leases()
 	var targets [][]int64
-	changed := false
+	rose := make([]bool, len(b.groups))
 	for _, rule := range b.rules {
 		if !b.opened {
 			if _, err := leases.Open(ctx, rule); err != nil {
@@ -72,21 +72,20 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 		}
 		target := b.targets(demand, rule)
 		targets = append(targets, target)
-		moved, err := b.move(ctx, leases, rule, target)
-		if err != nil {
+		if err := b.move(ctx, leases, rule, target, rose); err != nil {
 			return nil, err
 		}
-		changed = changed || moved
 	}
 	b.opened = true
-	if !changed {
-		return targets, nil
-	}
 	// A share raised, by a move, a recovery or a target cleared: a class
-	// whose lease was worth less than a task sleeps until woken.
+	// whose lease was worth less than a task sleeps until woken. Only the
+	// groups that may admit more are woken: a wake costs each worker's
+	// loop of the group a dispatch.
 	var errs []error
-	for _, ls := range b.lines {
-		errs = append(errs, ls.Wake(ctx, b.class))
+	for i, ls := range b.lines {
+		if rose[i] {
+			errs = append(errs, ls.Wake(ctx, b.class))
+		}
 	}
 	return targets, errors.Join(errs...)
 }
@@ -174,24 +173,33 @@ func (b *Balancer) targets(demand []float64, rule Check) []int64 {
 
 // move completes the moves left unsettled, sets the givers' targets, then
 // moves shares from the pool and the groups above their target to those
-// below, largest gaps first. It reports whether a group's share, or what
-// it admits, may have grown.
-func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target []int64) (bool, error) {
+// below, largest gaps first. It marks in rose (by b.groups' index) each
+// group whose share, or what it admits, may have grown: every group when
+// a recovery completed a move.
+func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target []int64, rose []bool) error {
 	all := append([]string{DefaultGroup}, b.groups...)
-	changed := false
+	mark := func(i int) { // i indexes all, whose first is the pool
+		if i > 0 {
+			rose[i-1] = true
+		}
+	}
 	for _, g := range all {
 		n, err := leases.Recover(ctx, rule, g, DefaultRecoverAfter)
 		if err != nil {
-			return false, err
+			return err
 		}
-		changed = changed || n > 0
+		if n > 0 { // rare: a mover stopped between its steps
+			for i := range rose {
+				rose[i] = true
+			}
+		}
 	}
 	share := make([]int64, len(all))
 	want := append([]int64{0}, target...) // the pool wants nothing
 	for i, g := range all {
 		lease, err := leases.Read(ctx, rule, g)
 		if err != nil {
-			return false, err
+			return err
 		}
 		share[i] = lease.Share
 		t := int64(-1) // a receiver gives nothing anyway
@@ -199,9 +207,13 @@ func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target 
 			t = want[i]
 		}
 		if t != lease.Target {
-			changed = changed || t < 0 || t > lease.Target
+			// A target held it down: cleared or raised, it may admit more.
+			// A first target (none was, -1) only lowers it.
+			if lease.Target >= 0 && (t < 0 || t > lease.Target) {
+				mark(i)
+			}
 			if err := leases.SetTarget(ctx, rule, g, t); err != nil {
-				return false, err
+				return err
 			}
 		}
 	}
@@ -213,13 +225,15 @@ func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target 
 			}
 			n, err := leases.Move(ctx, rule, all[from], all[to], min(need, share[from]-want[from]))
 			if err != nil {
-				return false, err
+				return err
 			}
 			share[from], share[to] = share[from]-n, share[to]+n
-			changed = changed || n > 0
+			if n > 0 {
+				mark(to)
+			}
 		}
 	}
-	return changed, nil
+	return nil
 }
 
 // gapsFirst returns the indexes whose share is above their want (sign 1)

@@ -8,6 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/entrance"
+	"github.com/sluicehq/sluice/internal/keyspace"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -165,4 +168,64 @@ func TestBalancerClaim(t *testing.T) {
 			t.Error("a claim without a holder was taken")
 		}
 	})
+}
+
+// TestBalancerWakesReceivers: a step wakes the lines of the groups whose
+// share rose, not the others: each wake costs every worker's loop of the
+// group a dispatch. Read in publish order on one Redis, with a marker
+// published after the step.
+func TestBalancerWakesReceivers(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	ctx := context.Background()
+	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1}
+	groups := []string{"sms.0", "sms.1"}
+	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Step(ctx); err != nil { // from the pool to both, evenly
+		t.Fatal(err)
+	}
+	channel := func(g string) string { return entrance.WakeChannel(keyspace.Base(prefix, g)) }
+	marker := prefix + "marker"
+	ps := rdb.Subscribe(ctx, channel(groups[0]), channel(groups[1]), marker)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lines := l.InGroup(groups[0]).Lines(throttle.LinesConfig{})
+	checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
+	for j := range 30 { // demand in the first group only
+		if _, err := lines.Arrive(ctx, throttle.Arrival{Class: "sms", Tenant: "acme", Queue: "q", ID: fmt.Sprint(j), Checks: checks}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The arrivals' own wakes come first: read up to a marker, then step.
+	drain := func() map[string]int {
+		t.Helper()
+		if err := rdb.Publish(ctx, marker, "").Err(); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		for {
+			m, err := ps.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Channel == marker {
+				return seen
+			}
+			seen[m.Channel]++
+		}
+	}
+	drain()
+	if _, err := b.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := drain()
+	if seen[channel(groups[0])] == 0 || seen[channel(groups[1])] != 0 {
+		t.Errorf("a step that moved shares to %s woke %v, want its lines alone", groups[0], seen)
+	}
 }
