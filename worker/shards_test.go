@@ -215,3 +215,60 @@ func TestShardsNeedLeasableRules(t *testing.T) {
 		t.Error("a reload the shards cannot keep exact replaced the policies")
 	}
 }
+
+// TestBalancingHandsOver: the worker that balances a type's leases stops;
+// another worker takes the balancing over once its claim lapses, and the
+// shares follow the demand: tasks waiting in one shard alone get 9 of the
+// global rule's 10 units.
+func TestBalancingHandsOver(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.OwnClient(t, 40)
+	prefix := keyspace.DefaultPrefix
+	ctx := context.Background()
+	p, err := policies.Parse(t.Name(), []byte(strings.Replace(shardedPolicies, "limit: 3", "limit: 100", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := layout.Layout{Shards: 2}
+	start := func() (*worker.Server, func()) {
+		srv, err := worker.NewServer(rdb, worker.Config{
+			ThrottleConfig: worker.ThrottleConfig{Shards: two.Shards, DelayedTaskCheckInterval: serverCheckInterval},
+			Policies:       policies.Static(p), SMS: provider.LogProvider{}, Email: provider.LogProvider{},
+			Prefix: prefix, ShutdownTimeout: 5 * time.Second, Concurrency: 10,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stop := testwait.RunServer(t, srv)
+		return srv, stop
+	}
+	_, stopFirst := start()
+	claim := keyspace.LinesBase(prefix) + "claim:balancer:" + producer.TypeSMS
+	held := func() string { return rdb.Get(ctx, claim).Val() }
+	testwait.Eventually(t, func() (bool, string) { return held() != "", "no worker balancing" })
+	holder := held()
+	_, stopSecond := start()
+	defer stopSecond()
+	stopFirst()
+
+	// Demand in shard 1 alone: tenants whose shard it is.
+	pc := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
+	for i, n := 0, 0; n < 60; i++ {
+		if tenant := fmt.Sprintf("t%d", i); two.Shard(tenant) == 1 {
+			if _, err := pc.EnqueueSMS(ctx, tenant, goodSMS); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	rule := p.For(producer.TypeSMS, "")[0].Check
+	leases := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)).Leases()
+	testwait.Eventually(t, func() (bool, string) {
+		lease, err := leases.Read(ctx, rule, two.Groups(producer.TypeSMS)[1])
+		units := lease.Share * int64(rule.Policy.Limit) / throttle.LeaseParts
+		return err == nil && units >= 9, fmt.Sprintf("shard 1's lease worth %d of 10 units (%v)", units, err)
+	})
+	if now := held(); now == "" || now == holder {
+		t.Errorf("the claim is held by %q, want the second worker's, not the stopped one's (%q)", now, holder)
+	}
+}
