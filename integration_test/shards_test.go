@@ -16,7 +16,8 @@ import (
 )
 
 // TestShardsOnCluster: two cmd/worker processes on the three-master test
-// cluster, given no --shards, take one shard per master, and cmd/enqueue,
+// cluster take a shard per master (--shards 3: the default needs a cluster
+// no other test's worker runs on, layout.TestChoose), and cmd/enqueue,
 // given no queue, puts each tenant's SMS in its shard's queue. Each
 // shard's queue and limiter keys share one slot, each shard on a master of
 // its own; every task is delivered once, within its limits as the provider
@@ -48,11 +49,11 @@ tasks:
     - { name: tenant, scope: tenant, limit: %d, window: 1s }
     - { name: provider, scope: global, limit: %d, window: 1s }
 `, tenantMax, globalMax))
+	three := layout.Layout{Shards: len(addrs)}
 	procs := startWorkers(t, 2, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
-		"--prefix", prefix, "--concurrency", "8", "--log-level", "debug")
+		"--prefix", prefix, "--concurrency", "8", "--log-level", "debug", "--shards", fmt.Sprint(three.Shards))
 
 	// The producers follow the layout the first worker writes.
-	three := layout.Layout{Shards: len(addrs)}
 	deadline := time.Now().Add(20 * time.Second)
 	for rdb.Get(ctx, keyspace.LayoutKey(prefix)).Val() != three.String() {
 		if time.Now().After(deadline) {

@@ -6,11 +6,12 @@ KEYS[1]  the claim (<prefix>{limits}claim:<role>), a string: the holder
 ARGV[1]  the holder, unique per process
 ARGV[2]  how long the claim lasts unless renewed, in milliseconds
 
-Reply: 1 when ARGV[1] holds the claim now (taken or renewed), else 0.
+Reply: 2 when ARGV[1] took the claim now, 1 when it renewed it, 0 when
+another holds it.
 ]]
 
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return 1
+  return 2
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -56,7 +57,11 @@ func (d *statusData) fairLines(got map[pageRead]readResult) {
 	for i := range d.Shards {
 		r := got[pageRead{lines: true, shard: i}]
 		if r.err != nil {
-			if msg := d.failed(r.err); d.FairErr == "" {
+			err := r.err
+			if d.Shards > 1 {
+				err = fmt.Errorf("shard %d of %d: %w", i+1, d.Shards, err)
+			}
+			if msg := d.failed(err); d.FairErr == "" {
 				d.FairErr = msg
 			}
 			continue

@@ -34,7 +34,8 @@ type Balancer struct {
 	groups []string
 	rules  []Check
 	lines  []*Lines
-	opened bool // the pools of rules are open
+	opened bool   // the pools of rules are open
+	owed   []bool // by group: a wake not sent yet, for a share that rose
 }
 
 // NewBalancer returns the Balancer of class's leased rules over groups,
@@ -45,7 +46,7 @@ func (l *Limiter) NewBalancer(class string, groups []string, rules []Check) (*Ba
 	if len(groups) < 2 || len(rules) == 0 || class == "" {
 		return nil, fmt.Errorf("throttle: %w: a balancer needs a class, two groups or more, and a rule", ErrInvalidConfig)
 	}
-	b := &Balancer{l: l, class: class, groups: slices.Clone(groups), rules: slices.Clone(rules)}
+	b := &Balancer{l: l, class: class, groups: slices.Clone(groups), rules: slices.Clone(rules), owed: make([]bool, len(groups))}
 	for _, g := range groups {
 		b.lines = append(b.lines, l.InGroup(g).Lines(LinesConfig{}))
 	}
@@ -63,29 +64,35 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 	}
 	leases := b.l.Leases()
 	var targets [][]int64
-	rose := make([]bool, len(b.groups))
+	var moveErr error
 	for _, rule := range b.rules {
 		if !b.opened {
-			if _, err := leases.Open(ctx, rule); err != nil {
-				return nil, err
+			if _, moveErr = leases.Open(ctx, rule); moveErr != nil {
+				break
 			}
 		}
 		target := b.targets(demand, rule)
 		targets = append(targets, target)
-		if err := b.move(ctx, leases, rule, target, rose); err != nil {
-			return nil, err
+		if moveErr = b.move(ctx, leases, rule, target, b.owed); moveErr != nil {
+			break
 		}
 	}
-	b.opened = true
+	b.opened = b.opened || moveErr == nil
 	// A share raised, by a move, a recovery or a target cleared: a class
 	// whose lease was worth less than a task sleeps until woken. Only the
-	// groups that may admit more are woken: a wake costs each worker's
-	// loop of the group a dispatch.
-	var errs []error
+	// groups that may admit more are woken, a wake costing each worker's
+	// loop of the group a dispatch; a wake owed stays owed until it is
+	// sent, whatever failed since.
+	errs := []error{moveErr}
 	for i, ls := range b.lines {
-		if rose[i] {
-			errs = append(errs, ls.Wake(ctx, b.class))
+		if b.owed[i] {
+			err := ls.Wake(ctx, b.class)
+			b.owed[i] = err != nil
+			errs = append(errs, err)
 		}
+	}
+	if moveErr != nil {
+		return nil, errors.Join(errs...)
 	}
 	return targets, errors.Join(errs...)
 }
@@ -174,8 +181,8 @@ func (b *Balancer) targets(demand []float64, rule Check) []int64 {
 // move completes the moves left unsettled, sets the givers' targets, then
 // moves shares from the pool and the groups above their target to those
 // below, largest gaps first. It marks in rose (by b.groups' index) each
-// group whose share, or what it admits, may have grown: every group when
-// a recovery completed a move.
+// group whose share, or what it admits, may have grown, as soon as it
+// has: every group when a recovery completed a move.
 func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target []int64, rose []bool) error {
 	all := append([]string{DefaultGroup}, b.groups...)
 	mark := func(i int) { // i indexes all, whose first is the pool

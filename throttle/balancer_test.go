@@ -172,8 +172,8 @@ func TestBalancerClaim(t *testing.T) {
 
 // TestBalancerWakesReceivers: a step wakes the lines of the groups whose
 // share rose, not the others: each wake costs every worker's loop of the
-// group a dispatch. Read in publish order on one Redis, with a marker
-// published after the step.
+// group a dispatch; after a claim taken over, every group. Read in publish
+// order on one Redis, with a marker published after the step.
 func TestBalancerWakesReceivers(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
@@ -227,5 +227,16 @@ func TestBalancerWakesReceivers(t *testing.T) {
 	seen := drain()
 	if seen[channel(groups[0])] == 0 || seen[channel(groups[1])] != 0 {
 		t.Errorf("a step that moved shares to %s woke %v, want its lines alone", groups[0], seen)
+	}
+	// A claim taken over: the last holder may have stopped before a wake,
+	// so the next step wakes every group.
+	if held, err := b.Claim(ctx, "next", time.Minute); err != nil || !held {
+		t.Fatalf("Claim: %v, %v", held, err)
+	}
+	if _, err := b.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if seen := drain(); seen[channel(groups[0])] == 0 || seen[channel(groups[1])] == 0 {
+		t.Errorf("the step after a claim taken woke %v, want every group", seen)
 	}
 }

@@ -25,7 +25,7 @@ func shardLayout(cfg *ThrottleConfig, policyFile *policies.File) (layout.Layout,
 		return lay, fmt.Errorf("worker: %d shards need the fair lines (FairnessOn and QueueRedis; the worker's --fairness on): first come, first served keeps every key in one group", lay.Shards)
 	}
 	if err := policyFile.Require(leasable); err != nil {
-		return lay, fmt.Errorf("worker: the policies of %s: %w", lay, err)
+		return lay, fmt.Errorf("worker: policies %s, under layout %s: %w", policyFile.Current().Source(), lay, err)
 	}
 	return lay, nil
 }

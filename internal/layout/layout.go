@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/keyspace"
@@ -152,8 +153,9 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string) (l Layo
 // Choose returns the layout a worker runs: the one Redis names under
 // prefix; when it names none, asked shards, or, when asked is 0, one on a
 // single Redis or Sentinel, and on a cluster one per master, unless an
-// older deployment's limiter keys are there (its workers admit outside
-// any shard: docs/SCALING.md, "From 0.x"), when it is one too. A Redis
+// older deployment is there (its workers admit outside any shard:
+// docs/SCALING.md, "From 0.x"): its limiter keys, or an asynq server
+// running, when it is one too. A Redis
 // that names another than asked is an error matching ErrOther, naming
 // both.
 func Choose(ctx context.Context, rdb redis.UniversalClient, prefix string, asked int) (Layout, error) {
@@ -174,6 +176,16 @@ func Choose(ctx context.Context, rdb redis.UniversalClient, prefix string, asked
 	}
 	if old, err := olderKeys(ctx, c, prefix); err != nil || old {
 		return Default, err
+	}
+	// A worker of this version writes the marker before asynq registers
+	// it: a live server here with no marker is an older one, whose keys
+	// may all have expired while it idled.
+	servers, err := asynq.NewInspectorFromRedisClient(c).Servers()
+	if err != nil {
+		return Layout{}, fmt.Errorf("look for running workers: %w", err)
+	}
+	if len(servers) > 0 {
+		return Default, nil
 	}
 	var mu sync.Mutex
 	masters := 0

@@ -3,17 +3,20 @@ package layout_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/keyspace"
 	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -152,6 +155,16 @@ func TestChoose(t *testing.T) {
 	if got, err := layout.Choose(ctx, cluster, older, 0); err != nil || got != layout.Default {
 		t.Errorf("Choose on a cluster with an older deployment's keys = %v, %v; want %v", got, err, layout.Default)
 	}
+	// An asynq server running, and no marker: an older worker, idle.
+	srv := asynq.NewServerFromRedisClient(cluster, asynq.Config{Queues: map[string]int{redistest.Prefix(t): 1}, LogLevel: asynq.FatalLevel})
+	if err := srv.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	testwait.Eventually(t, func() (bool, string) {
+		got, err := layout.Choose(ctx, cluster, redistest.Prefix(t), 0)
+		return err == nil && got == layout.Default, fmt.Sprintf("Choose with an asynq server running = %v, %v; want %v", got, err, layout.Default)
+	})
 	if err := layout.Ensure(ctx, rdb, prefix, layout.Layout{Shards: 2}); err != nil {
 		t.Fatal(err)
 	}
