@@ -30,15 +30,17 @@ case; else {outcome, wait, -1, by, queue1, id1, ...}:
 local class, level, tenant = ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local weight, queue, id = tonumber(ARGV[10]), ARGV[11], ARGV[12]
 local allLogs = true
--- limits[i] is the limit of the rule at ARGV[i] now: a leased rule's is
--- what its lease (KEYS[26 + 3r] for rule r) is worth here.
-local limits = {}
 for i = 13, #ARGV, 6 do
   allLogs = allLogs and ARGV[i + 4] == 'sliding-log'
-  limits[i] = tonumber(ARGV[i + 1])
+end
+-- limitOf is the limit of the rule at ARGV[i] now, read when a short path
+-- needs it: a leased rule's is what its lease (KEYS[26 + 3r] for rule r)
+-- is worth here.
+local function limitOf(i)
   if ARGV[i + 5] == '2' then
-    limits[i] = leaseWorth(KEYS[26 + (i - 13) / 2], limits[i])
+    return leaseWorth(KEYS[26 + (i - 13) / 2], tonumber(ARGV[i + 1]))
   end
+  return tonumber(ARGV[i + 1])
 end
 
 -- The most common arrival first: a task new to the lines whose rules are
@@ -57,7 +59,7 @@ if not known and allLogs and not wakeAt and
   for i = 13, #ARGV, 6 do
     redis.call('ZREMRANGEBYSCORE', ARGV[i], '-inf', now - ARGV[i + 2])
     counts[i] = redis.call('ZCARD', ARGV[i])
-    if counts[i] + ARGV[i + 3] > limits[i] then
+    if counts[i] + ARGV[i + 3] > limitOf(i) then
       fits = false
       break
     end
@@ -109,7 +111,7 @@ if wakeAt and tonumber(wakeAt) > now and redis.call('ZCOUNT', kgrants, '-inf', n
       for i = 13, #ARGV, 6 do
         local window = tonumber(ARGV[i + 2])
         redis.call('ZREMRANGEBYSCORE', ARGV[i], '-inf', now - window)
-        local x = logFree(ARGV[i], limits[i], window, tonumber(ARGV[i + 3]), now)
+        local x = logFree(ARGV[i], limitOf(i), window, tonumber(ARGV[i + 3]), now)
         if x > latest or (by == 0 and ARGV[i + 5] == '1') then
           by, latest = (i - 7) / 6, math.max(latest, x)
         end
