@@ -13,12 +13,14 @@ KEYS[2]  the rule's log (<prefix>{<group>}:<body>); the pool's is the
          default group's, empty unless Redis ran one group before
 ARGV[1]  X, the move's id
 ARGV[2]  to: the receiving group
-ARGV[3]  the shares asked for, at least 1
+ARGV[3]  the shares asked for; 0 confirms a give of X made before (recovery)
 ARGV[4]  the rule's limit, units
 ARGV[5]  the rule's window, us, the margin included
 
-Reply: the shares given, 0 to ARGV[3]; a move X given before replies its
-own again, giving nothing more.
+Reply: the shares given, 0 to ARGV[3]; a move X given and not settled
+replies its own again, giving nothing more, and writes out:X again, so
+that a WAIT on the caller's connection covers it (SCALING.md,
+"Acknowledged by a replica"). With ARGV[3] 0, X settled replies 0.
 ]]
 
 -- #include lease_worth.lua
@@ -31,7 +33,11 @@ local limit, window = tonumber(ARGV[4]), tonumber(ARGV[5])
 
 local done = redis.call('HGET', lease, 'out:' .. id)
 if done then
+  redis.call('HSET', lease, 'out:' .. id, done)
   return tonumber(string.match(done, '^%S+ (%d+)'))
+end
+if asked < 1 then
+  return 0
 end
 
 -- peak: the most members of the log in a window (e - window, e] that ends

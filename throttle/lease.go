@@ -148,10 +148,15 @@ func (ls *Leases) SetTarget(ctx context.Context, c Check, g string, target int64
 // gives what no window of its log that ends now or later needs, down to
 // its target at most, then to takes it, then the move is settled. c is
 // the rule as the workers check it: its limit, and its window with the
-// margin, are what the give keeps the log's windows within. It
-// returns the shares moved. A failure between the give and the take
-// leaves the move to Recover: the shares are in neither lease meanwhile.
+// margin, are what the give keeps the log's windows within. The take
+// waits until a replica of the giver's master has the give, when it has
+// replicas (acknowledged). It returns the shares moved. A failure after
+// the give leaves the move to Recover: the shares are in neither lease
+// meanwhile.
 func (ls *Leases) Move(ctx context.Context, c Check, from, to string, shares int64) (int64, error) {
+	if shares < 1 {
+		return 0, fmt.Errorf("throttle: give shares of %s from %s to %s: %w: %d shares", Quote(c.Key), from, to, ErrInvalidConfig, shares)
+	}
 	id, err := moveID()
 	if err != nil {
 		return 0, err
@@ -172,27 +177,32 @@ func moveID() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// give runs the first step of move id: group from gives up to shares.
+// give runs the first step of move id: group from gives up to shares, and
+// a replica of its master acknowledges it. Shares 0 confirms a give of id
+// made before: it replies the shares given then, or 0 when id is settled.
 func (ls *Leases) give(ctx context.Context, c Check, from, to, id string, shares int64) (int64, error) {
 	fail := func(err error) (int64, error) {
 		return 0, fmt.Errorf("throttle: give shares of %s from %s to %s: %w", Quote(c.Key), from, to, err)
 	}
-	if shares < 1 || to == "" || to == from {
+	if shares < 0 || to == "" || to == from {
 		return fail(fmt.Errorf("%w: %d shares to %q", ErrInvalidConfig, shares, to))
 	}
 	k, err := ls.keys(c, from)
 	if err != nil {
 		return fail(err)
 	}
-	n, err := lua.LeaseGive.Run(ctx, ls.l.rdb, []string{k.lease, k.window}, id, to, shares,
-		c.Policy.Limit, c.Policy.Window.Microseconds()).Int64()
+	n, err := ls.l.acknowledged(ctx, k.lease, func(r redis.Scripter) (int64, error) {
+		return lua.LeaseGive.Run(ctx, r, []string{k.lease, k.window}, id, to, shares,
+			c.Policy.Limit, c.Policy.Window.Microseconds()).Int64()
+	})
 	if err != nil {
 		return fail(err)
 	}
 	return n, nil
 }
 
-// complete takes move m, which group from gave, and settles it.
+// complete takes move m, which group from gave, and settles it once a
+// replica of the receiver's master has the take.
 func (ls *Leases) complete(ctx context.Context, c Check, from string, m LeaseMove) error {
 	fail := func(err error) error {
 		return fmt.Errorf("throttle: take move %s of %s from %s to %s: %w", m.ID, Quote(c.Key), from, m.To, err)
@@ -201,7 +211,9 @@ func (ls *Leases) complete(ctx context.Context, c Check, from string, m LeaseMov
 	if err != nil {
 		return fail(err)
 	}
-	if err := lua.LeaseTake.Run(ctx, ls.l.rdb, []string{to.lease, to.moves}, m.ID, m.Shares).Err(); err != nil {
+	if _, err := ls.l.acknowledged(ctx, to.lease, func(r redis.Scripter) (int64, error) {
+		return lua.LeaseTake.Run(ctx, r, []string{to.lease, to.moves}, m.ID, m.Shares).Int64()
+	}); err != nil {
 		return fail(err)
 	}
 	k, err := ls.keys(c, from)
@@ -238,6 +250,15 @@ func (ls *Leases) Recover(ctx context.Context, c Check, g string, older time.Dur
 	for _, m := range lease.Out {
 		if age := now.Sub(m.At); age < older || age > moveMemory {
 			continue
+		}
+		// The give first, acknowledged by a replica: a give its master
+		// lost before a replica had it must not be taken.
+		given, err := ls.give(ctx, c, g, m.To, m.ID, 0)
+		if err != nil {
+			return done, err
+		}
+		if given == 0 {
+			continue // settled meanwhile
 		}
 		if err := ls.complete(ctx, c, g, m); err != nil {
 			return done, err

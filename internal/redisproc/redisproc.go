@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -216,6 +217,13 @@ func (s *Server) Close() error {
 func (s *Server) Kill() {
 	s.kill()
 }
+
+// Pause stops the process (SIGSTOP): it holds its connections open and
+// answers nothing, as a server stalled by its host would, until Resume.
+func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume lets a paused process go on (SIGCONT).
+func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Log returns the server's log file (Redis's own, or Sentinel's): what
 // a test prints when the server did not do what it expected. It is empty

@@ -414,6 +414,63 @@ func (c *ReplicatedCluster) Kill(tb testing.TB, addr string) {
 	}
 }
 
+// Pause stops the node at addr (SIGSTOP), holding its connections open,
+// until Resume; tb fails when addr is not one of the cluster's nodes.
+func (c *ReplicatedCluster) Pause(tb testing.TB, addr string) {
+	tb.Helper()
+	if err := c.procs.signal(addr, true); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Resume lets the node at addr, paused, go on.
+func (c *ReplicatedCluster) Resume(tb testing.TB, addr string) {
+	tb.Helper()
+	if err := c.procs.signal(addr, false); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// ReplicaOf returns the address of the replica of the master at addr, as
+// the cluster's nodes name it, or an error when it has none.
+func (c *ReplicatedCluster) ReplicaOf(ctx context.Context, addr string) (string, error) {
+	return withClient(addr, func(n *redis.Client) (string, error) {
+		role, err := n.Do(ctx, "ROLE").Slice()
+		if err != nil {
+			return "", fmt.Errorf("redistest: node %s: role: %w", addr, err)
+		}
+		if len(role) == 3 && role[0] == "master" {
+			if rs, ok := role[2].([]any); ok && len(rs) > 0 {
+				if r, ok := rs[0].([]any); ok && len(r) >= 2 {
+					return net.JoinHostPort(fmt.Sprint(r[0]), fmt.Sprint(r[1])), nil
+				}
+			}
+		}
+		return "", fmt.Errorf("redistest: node %s has no replica: role %v", addr, role)
+	})
+}
+
+// Failover promotes the replica of the master of key's slot with CLUSTER
+// FAILOVER: the master stops taking writes, the replica catches up with
+// it, and takes its slots, losing nothing. It returns the old master and
+// the new once a client asking the nodes can reach the new one.
+func (c *ReplicatedCluster) Failover(ctx context.Context, key string) (old, now string, err error) {
+	if old, err = c.MasterOf(ctx, key); err != nil {
+		return "", "", err
+	}
+	replica, err := c.ReplicaOf(ctx, old)
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := withClient(replica, func(n *redis.Client) (string, error) {
+		return n.ClusterFailover(ctx).Result()
+	}); err != nil {
+		return "", "", fmt.Errorf("redistest: cluster failover on %s, the replica of %s: %w", replica, old, err)
+	}
+	now, err = c.WaitPromoted(ctx, key, old)
+	return old, now, err
+}
+
 // WaitReplicated waits until the replica of every master that started
 // with one has applied all that its master had written, as their
 // replication offsets say, or ctx ends. A master whose replica has been

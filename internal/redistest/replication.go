@@ -83,6 +83,20 @@ func (f *fleet) kill(addr string) error {
 	return nil
 }
 
+// signal pauses (stop) or resumes the server at addr.
+func (f *fleet) signal(addr string, stop bool) error {
+	f.mu.Lock()
+	s, ok := f.procs[addr]
+	f.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("redistest: pause or resume %s: no server of this test there", addr)
+	}
+	if stop {
+		return s.Pause()
+	}
+	return s.Resume()
+}
+
 // alive reports whether addr is a server of f that Kill has not ended.
 func (f *fleet) alive(addr string) bool {
 	f.mu.Lock()
