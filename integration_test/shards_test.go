@@ -61,7 +61,11 @@ tasks:
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	want, queues := enqueueByLayout(t, enqueueBin, url, prefix, three, tenants, perTenant)
+	var names []string
+	for i := range tenants {
+		names = append(names, fmt.Sprintf("t%02d", i))
+	}
+	want, queues := enqueueByLayout(t, enqueueBin, url, prefix, three, names, perTenant)
 	t.Logf("tasks by queue: %v", queues)
 	if len(queues) != three.Shards {
 		t.Fatalf("the tenants fell in %d shards, want %d: %v", len(queues), three.Shards, queues)
@@ -84,16 +88,15 @@ tasks:
 	checkShardPlaces(t, rdb, prefix, three)
 }
 
-// enqueueByLayout enqueues perTenant SMS for each of tenants tenants with
+// enqueueByLayout enqueues perTenant SMS for each of tenants with
 // cmd/enqueue (bin) through url, given no queue, and checks that each
 // went to its tenant's shard's queue under l. It returns the tenant of
 // each task by ID, and the tasks by queue.
-func enqueueByLayout(t *testing.T, bin, url, prefix string, l layout.Layout, tenants, perTenant int) (want map[string]string, queues map[string]int) {
+func enqueueByLayout(t *testing.T, bin, url, prefix string, l layout.Layout, tenants []string, perTenant int) (want map[string]string, queues map[string]int) {
 	t.Helper()
 	want, queues = map[string]string{}, map[string]int{}
 	printed := regexp.MustCompile(`^enqueued \d+ of \d+ sms tasks for tenant \S+ on queue (\S+)\n$`)
-	for i := range tenants {
-		tenant := fmt.Sprintf("t%02d", i)
+	for _, tenant := range tenants {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		cmd := exec.CommandContext(ctx, bin, "sms", "--redis", url, "--prefix", prefix, "--tenant", tenant,
 			"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(perTenant), "--id", tenant)

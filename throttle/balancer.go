@@ -53,6 +53,9 @@ func (l *Limiter) NewBalancer(class string, groups []string, rules []Check) (*Ba
 	return b, nil
 }
 
+// Class returns the class whose leased rules b balances.
+func (b *Balancer) Class() string { return b.class }
+
 // Step reads each group's demand, sets the targets, moves the shares
 // toward them, completes the moves left unsettled, and wakes the lines of
 // the groups that received. It returns the shares each group of b's

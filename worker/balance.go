@@ -26,6 +26,7 @@ func (t *Throttle) runBalancers(ctx context.Context) {
 	holder := rand.Text() // unique per process
 	var built *policies.Policies
 	var balancers []*throttle.Balancer
+	held := map[string]bool{} // the classes this worker balanced at its last step
 	ticker := time.NewTicker(balanceEvery)
 	defer ticker.Stop()
 	for {
@@ -33,7 +34,14 @@ func (t *Throttle) runBalancers(ctx context.Context) {
 			balancers, built = t.balancers(cur), cur
 		}
 		for _, b := range balancers {
-			t.balance(ctx, b, holder)
+			now := t.balance(ctx, b, holder)
+			switch {
+			case now && !held[b.Class()]:
+				t.logger.Info("balancing the leases of a task type's global rules", "type", b.Class())
+			case !now && held[b.Class()]:
+				t.logger.Info("another worker balances the leases of a task type's global rules", "type", b.Class())
+			}
+			held[b.Class()] = now
 		}
 		select {
 		case <-ctx.Done():
@@ -69,8 +77,9 @@ func (t *Throttle) balancers(p *policies.Policies) []*throttle.Balancer {
 	return out
 }
 
-// balance steps b if this worker holds, or can take, its claim.
-func (t *Throttle) balance(ctx context.Context, b *throttle.Balancer, holder string) {
+// balance steps b if this worker holds, or can take, its claim, and
+// reports whether it holds it.
+func (t *Throttle) balance(ctx context.Context, b *throttle.Balancer, holder string) bool {
 	ctx, cancel := context.WithTimeout(ctx, balanceClaim)
 	defer cancel()
 	held, err := b.Claim(ctx, holder, balanceClaim)
@@ -78,10 +87,11 @@ func (t *Throttle) balance(ctx context.Context, b *throttle.Balancer, holder str
 		_, err = b.Step(ctx)
 	}
 	if err == nil {
-		return
+		return held
 	}
 	t.logger.Debug("could not balance the global rules' leases", "err", err)
 	if isDamage(err) {
 		t.damage.note("the balancing of the global rules' leases", err)
 	}
+	return held
 }
