@@ -9,13 +9,17 @@ KEYS[2]  the moves it took (<prefix>{<group>}E:<body>), a sorted set of
 ARGV[1]  X, the move's id
 ARGV[2]  the shares, at least 1
 
-Reply: 1 when it took them, 0 when it had taken move X before.
+Reply: 1 when it took them, 0 when it had taken move X before (and
+writes the moves' expiry again, so that a WAIT after it covers the take).
 ]]
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local hour = 3600000000
 if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  -- A write all the same, which a WAIT on the caller's connection covers
+  -- (Redis 7.2 and later count only the connection's own writes).
+  redis.call('PEXPIRE', KEYS[2], hour / 1000)
   return 0
 end
 redis.call('HINCRBY', KEYS[1], 's', ARGV[2])

@@ -23,13 +23,14 @@ var ErrNotReplicated = errors.New("no replica acknowledged the write")
 // (docs/SCALING.md, "Acknowledged by a replica"). It returns write's reply.
 func (l *Limiter) acknowledged(ctx context.Context, key string, write func(redis.Scripter) (int64, error)) (int64, error) {
 	var node *redis.Client
+	cluster := false
 	switch c := l.rdb.(type) {
 	case *redis.ClusterClient:
 		n, err := c.MasterForKey(ctx, key)
 		if err != nil {
 			return 0, err
 		}
-		node = n
+		node, cluster = n, true
 	case *redis.Client:
 		node = c
 	default:
@@ -37,7 +38,7 @@ func (l *Limiter) acknowledged(ctx context.Context, key string, write func(redis
 	}
 	conn := node.Conn()
 	defer func() { _ = conn.Close() }()
-	replicas, err := replicasOf(ctx, conn)
+	replicas, err := replicasOf(ctx, conn, cluster)
 	if err != nil {
 		return 0, err
 	}
@@ -55,8 +56,23 @@ func (l *Limiter) acknowledged(ctx context.Context, key string, write func(redis
 	return n, nil
 }
 
-// replicasOf returns how many replicas the master of conn lists (ROLE).
-func replicasOf(ctx context.Context, conn *redis.Conn) (int, error) {
+// replicasOf returns how many replicas the master of conn has: in a
+// cluster, every replica its nodes know of, failing or cut off included
+// (CLUSTER REPLICAS), so that a master cut off from its replica, the one
+// that may be replaced, still waits for it; otherwise those connected
+// (ROLE).
+func replicasOf(ctx context.Context, conn *redis.Conn, cluster bool) (int, error) {
+	if cluster {
+		id, err := conn.ClusterMyID(ctx).Result()
+		if err != nil {
+			return 0, fmt.Errorf("cluster myid: %w", err)
+		}
+		replicas, err := conn.Do(ctx, "CLUSTER", "REPLICAS", id).StringSlice()
+		if err != nil {
+			return 0, fmt.Errorf("cluster replicas: %w", err)
+		}
+		return len(replicas), nil
+	}
 	role, err := conn.Do(ctx, "ROLE").Slice()
 	if err != nil {
 		return 0, fmt.Errorf("role: %w", err)

@@ -193,9 +193,12 @@ func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target 
 			rose[i-1] = true
 		}
 	}
+	var late error // moves left to recovery: no replica acknowledged them yet
 	for _, g := range all {
 		n, err := leases.Recover(ctx, rule, g, DefaultRecoverAfter)
-		if err != nil {
+		if errors.Is(err, ErrNotReplicated) {
+			late = errors.Join(late, err)
+		} else if err != nil {
 			return err
 		}
 		if n > 0 { // rare: a mover stopped between its steps
@@ -234,6 +237,11 @@ func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target 
 				break
 			}
 			n, err := leases.Move(ctx, rule, all[from], all[to], min(need, share[from]-want[from]))
+			if errors.Is(err, ErrNotReplicated) {
+				// Given, not yet taken: this giver waits for its replica.
+				late, share[from] = errors.Join(late, err), want[from]
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -243,7 +251,7 @@ func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target 
 			}
 		}
 	}
-	return nil
+	return late
 }
 
 // gapsFirst returns the indexes whose share is above their want (sign 1)

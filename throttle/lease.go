@@ -247,6 +247,7 @@ func (ls *Leases) Recover(ctx context.Context, c Check, g string, older time.Dur
 		return 0, fmt.Errorf("throttle: recover the moves of %s in %s: %w", Quote(c.Key), g, err)
 	}
 	done := 0
+	var late error // moves no replica acknowledged yet: left for the next recovery
 	for _, m := range lease.Out {
 		if age := now.Sub(m.At); age < older || age > moveMemory {
 			continue
@@ -254,16 +255,17 @@ func (ls *Leases) Recover(ctx context.Context, c Check, g string, older time.Dur
 		// The give first, acknowledged by a replica: a give its master
 		// lost before a replica had it must not be taken.
 		given, err := ls.give(ctx, c, g, m.To, m.ID, 0)
-		if err != nil {
+		if err == nil && given > 0 {
+			err = ls.complete(ctx, c, g, m)
+			if err == nil {
+				done++
+			}
+		}
+		if errors.Is(err, ErrNotReplicated) {
+			late = errors.Join(late, err)
+		} else if err != nil {
 			return done, err
 		}
-		if given == 0 {
-			continue // settled meanwhile
-		}
-		if err := ls.complete(ctx, c, g, m); err != nil {
-			return done, err
-		}
-		done++
 	}
-	return done, nil
+	return done, late
 }

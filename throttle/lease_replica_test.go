@@ -3,7 +3,11 @@ package throttle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/throttle"
@@ -69,11 +73,94 @@ func TestLeaseMoveWaitsForAReplica(t *testing.T) {
 
 	c.Resume(t, replica)
 	paused = false
-	if n, err := ls.Recover(ctx, leaseRule, "s.0", 0); err != nil || n != 1 {
-		t.Fatalf("recover with the replica back: %d, %v; want the one move", n, err)
+	if n := recoverAll(t, ls, "s.0"); n != 1 {
+		t.Fatalf("recovered %d moves with the replica back, want the one", n)
 	}
 	checkOut("recovered", d, 0)
 	if got := share(t, ls, "s.0") + share(t, ls, "s.1") + share(t, ls, throttle.DefaultGroup); got != throttle.LeaseParts {
 		t.Errorf("the shares sum to %d, want %d", got, throttle.LeaseParts)
+	}
+}
+
+// TestLeaseGiveLostWithItsMaster: a give made while the master was cut
+// off from its replica is lost with the master, killed, when the replica
+// takes over; the receiver never took it, so the shares still sum to the
+// whole. Had the move not waited for the replica (or counted only the
+// replicas connected, none), the take would have run, and the shares
+// summed to one and a half times the whole.
+func TestLeaseGiveLostWithItsMaster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartReplicatedCluster(t)
+	rdb := c.Client(t)
+	ctx := context.Background()
+	l := throttle.NewLimiter(rdb, throttle.WithPrefix(redistest.Prefix(t)))
+	ls := l.Leases()
+	if _, err := ls.Open(ctx, leaseRule); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ls.Move(ctx, leaseRule, throttle.DefaultGroup, "s.0", throttle.LeaseParts); err != nil || n != throttle.LeaseParts {
+		t.Fatalf("move the pool to s.0: %d, %v", n, err)
+	}
+	master, err := c.MasterOf(ctx, "{s.0}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica, err := c.ReplicaOf(ctx, master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := "" // a receiver on another master, which survives
+	for i := 1; to == ""; i++ {
+		g := fmt.Sprintf("s.%d", i)
+		if other, err := c.MasterOf(ctx, "{"+g+"}"); err != nil {
+			t.Fatal(err)
+		} else if other != master {
+			to = g
+		}
+	}
+	// The replica stalled and its link cut before the give: it cannot
+	// have it, as a master cut off from its replica would not send it.
+	c.Pause(t, replica)
+	m := redis.NewClient(&redis.Options{Addr: master})
+	defer m.Close()
+	if err := m.ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
+		c.Resume(t, replica)
+		t.Fatal(err)
+	}
+	if _, err := ls.Move(ctx, leaseRule, "s.0", to, throttle.LeaseParts/2); !errors.Is(err, throttle.ErrNotReplicated) {
+		c.Resume(t, replica)
+		t.Fatalf("move with the replica paused: %v, want ErrNotReplicated", err)
+	}
+	c.Kill(t, master)
+	c.Resume(t, replica)
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.WaitPromoted(wait, "{s.0}", master); err != nil {
+		t.Fatal(err)
+	}
+	recoverAll(t, ls, "s.0")
+	s0, s1, pool := share(t, ls, "s.0"), share(t, ls, to), share(t, ls, throttle.DefaultGroup)
+	if s1 != 0 || s0+s1+pool != throttle.LeaseParts {
+		t.Errorf("after the failover s.0 holds %d, %s %d, the pool %d: want %s none, the sum %d", s0, to, s1, pool, to, throttle.LeaseParts)
+	}
+}
+
+// recoverAll runs Recover on group g of leaseRule until it completes
+// without an error, for up to 20 s (a replica just resumed, or a master
+// just promoted, may not answer at once), and returns the moves completed.
+func recoverAll(t *testing.T, ls *throttle.Leases, g string) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	done := 0
+	for {
+		n, err := ls.Recover(context.Background(), leaseRule, g, 0)
+		done += n
+		if err == nil {
+			return done
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("recover the moves of %s: %v", g, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -18,6 +18,9 @@ const (
 	// balanceClaim is how long a claim lasts unless renewed: a worker that
 	// stops leaves the balancing to another this late.
 	balanceClaim = time.Second
+	// balanceStep bounds a step, a move's wait for a replica (500 ms)
+	// included, well within the claim, which the next step renews.
+	balanceStep = balanceClaim * 3 / 4
 )
 
 // runBalancers balances the leases of the policies' global rules until ctx
@@ -34,7 +37,7 @@ func (t *Throttle) runBalancers(ctx context.Context) {
 			balancers, built = t.balancers(cur), cur
 		}
 		for _, b := range balancers {
-			now := t.balance(ctx, b, holder)
+			now := t.balance(ctx, b, holder, held[b.Class()])
 			switch {
 			case now && !held[b.Class()]:
 				t.logger.Info("balancing the leases of a task type's global rules", "type", b.Class())
@@ -78,11 +81,14 @@ func (t *Throttle) balancers(p *policies.Policies) []*throttle.Balancer {
 }
 
 // balance steps b if this worker holds, or can take, its claim, and
-// reports whether it holds it.
-func (t *Throttle) balance(ctx context.Context, b *throttle.Balancer, holder string) bool {
-	ctx, cancel := context.WithTimeout(ctx, balanceClaim)
+// reports whether it holds it: as it did (was) when Redis did not say.
+func (t *Throttle) balance(ctx context.Context, b *throttle.Balancer, holder string, was bool) bool {
+	ctx, cancel := context.WithTimeout(ctx, balanceStep)
 	defer cancel()
 	held, err := b.Claim(ctx, holder, balanceClaim)
+	if err != nil {
+		held = was
+	}
 	if err == nil && held {
 		_, err = b.Step(ctx)
 	}

@@ -35,9 +35,10 @@ tasks:
 // drain, the busiest over the mean ("busiest/mean"; docs/SCALING.md
 // promises at most 1.3 with shards), the CPU of all masters per task, and
 // how close the drain came to the provider's rate ("utilization", ideal
-// time over actual). One iteration a case: run with -benchtime 1x.
+// time over actual, from the workers' start) and to the pace the global
+// rule allows ("paced": a send every (window + margin) ÷ limit, from the
+// first send to the last). One iteration a case: run with -benchtime 1x.
 func BenchmarkShardsDrain(b *testing.B) {
-	const tenants, tasks = 300, 3000
 	p, err := policies.Parse(b.Name(), []byte(shardsDrainPolicies))
 	if err != nil {
 		b.Fatal(err)
@@ -45,9 +46,13 @@ func BenchmarkShardsDrain(b *testing.B) {
 	for _, tc := range []struct {
 		redis  string
 		shards int
-	}{{"cluster", 1}, {"cluster", 3}, {"single", 1}, {"single", 3}} {
-		b.Run(fmt.Sprintf("%s/shards=%d", tc.redis, tc.shards), func(b *testing.B) {
-			shards := tc.shards
+		moving bool // the demand in one shard at a time (drainPhases)
+	}{{"cluster", 1, false}, {"cluster", 3, false}, {"cluster", 3, true}, {"single", 1, false}, {"single", 3, false}, {"single", 3, true}} {
+		name := fmt.Sprintf("%s/shards=%d", tc.redis, tc.shards)
+		if tc.moving {
+			name += "/moving"
+		}
+		b.Run(name, func(b *testing.B) {
 			var rdb redis.UniversalClient
 			var addrs []string
 			if tc.redis == "single" {
@@ -57,9 +62,8 @@ func BenchmarkShardsDrain(b *testing.B) {
 				c := redistest.StartReplicatedCluster(b)
 				rdb, addrs = c.Client(b), c.Masters
 			}
-			ctx := context.Background()
-			lay := layout.Layout{Shards: shards}
-			if err := layout.Ensure(ctx, rdb, keyspace.DefaultPrefix, lay); err != nil {
+			lay := layout.Layout{Shards: tc.shards}
+			if err := layout.Ensure(context.Background(), rdb, keyspace.DefaultPrefix, lay); err != nil {
 				b.Fatal(err)
 			}
 			masters := make([]*redis.Client, len(addrs))
@@ -68,45 +72,103 @@ func BenchmarkShardsDrain(b *testing.B) {
 				defer masters[i].Close()
 			}
 			for b.Loop() {
-				pc := producer.NewClientFromRedisClient(rdb)
-				for i := range tasks {
-					if _, err := pc.EnqueueSMS(ctx, fmt.Sprintf("tenant-%03d", i%tenants), goodSMS); err != nil {
-						b.Fatal(err)
-					}
-				}
-				cpu0 := mastersCPU(b, masters)
-				slowlogStart(b, masters)
-				var sent atomic.Int64
-				done := make(chan struct{})
-				sms := countedSMS(func() {
-					if sent.Add(1) == tasks {
-						close(done)
-					}
-				})
-				start := time.Now()
-				stop := startWorkers(b, rdb, p, shards, sms)
-				select {
-				case <-done:
-				case <-time.After(2 * time.Minute):
-					b.Fatalf("after 2 minutes %d of %d sent", sent.Load(), tasks)
-				}
-				took := time.Since(start)
-				cpu1 := mastersCPU(b, masters)
-				slowlogReport(b, masters)
-				stop()
-				var total, busiest float64
-				for i := range masters {
-					used := cpu1[i] - cpu0[i]
-					total += used
-					busiest = max(busiest, used)
-					b.ReportMetric(used, fmt.Sprintf("master%d-cpu-s", i+1))
-				}
-				b.ReportMetric(busiest/(total/float64(len(masters))), "busiest/mean")
-				b.ReportMetric(total/tasks*1e6, "redis-µs/task")
-				b.ReportMetric((tasks/300.0)/took.Seconds(), "utilization")
+				drainOnce(b, rdb, masters, p, lay, tc.moving)
 			}
 		})
 	}
+}
+
+// The trial of BenchmarkShardsDrain.
+const (
+	drainTenants = 300
+	drainTasks   = 3000
+	drainPhases  = 3 // with the demand moving: a phase per shard, the next at 2/3 of the last sent
+)
+
+// drainOnce drains drainTasks SMS of drainTenants tenants on rdb with two
+// workers of layout lay, and reports the masters' CPU, their balance, the
+// cost a task and the utilization. Moving, the tasks of each shard's
+// tenants are enqueued in turn, the next shard's once two thirds of the
+// tasks enqueued so far are sent.
+func drainOnce(b *testing.B, rdb redis.UniversalClient, masters []*redis.Client, p *policies.Policies, lay layout.Layout, moving bool) {
+	ctx := context.Background()
+	phases := make([][]string, 1)
+	for i := range drainTasks {
+		tenant := fmt.Sprintf("tenant-%03d", i%drainTenants)
+		if moving {
+			for len(phases) < drainPhases {
+				phases = append(phases, nil)
+			}
+			k := lay.Shard(tenant) % drainPhases
+			phases[k] = append(phases[k], tenant)
+		} else {
+			phases[0] = append(phases[0], tenant)
+		}
+	}
+	pc := producer.NewClientFromRedisClient(rdb)
+	enqueue := func(tenants []string) {
+		for _, tenant := range tenants {
+			if _, err := pc.EnqueueSMS(ctx, tenant, goodSMS); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}
+	enqueue(phases[0])
+	cpu0 := mastersCPU(b, masters)
+	slowlogStart(b, masters)
+	var sent, first, last atomic.Int64 // first and last: unix ns
+	done, next := make(chan struct{}), make(chan struct{}, len(phases))
+	var due atomic.Int64 // the sends at which the next phase is enqueued; 0: none
+	if len(phases) > 1 {
+		due.Store(int64(len(phases[0])) * 2 / 3)
+	}
+	sms := countedSMS(func() {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		last.Store(now)
+		n := sent.Add(1)
+		if n == drainTasks {
+			close(done)
+		}
+		if d := due.Load(); d > 0 && n >= d && due.CompareAndSwap(d, 0) {
+			next <- struct{}{}
+		}
+	})
+	go func() {
+		enqueued := len(phases[0])
+		for i, ph := range phases[1:] {
+			<-next
+			enqueue(ph)
+			enqueued += len(ph)
+			if i+2 < len(phases) {
+				due.Store(int64(enqueued) * 2 / 3)
+			}
+		}
+	}()
+	start := time.Now()
+	stop := startWorkers(b, rdb, p, lay.Shards, sms)
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		b.Fatalf("after 2 minutes %d of %d sent", sent.Load(), drainTasks)
+	}
+	took := time.Since(start)
+	cpu1 := mastersCPU(b, masters)
+	slowlogReport(b, masters)
+	stop()
+	var total, busiest float64
+	for i := range masters {
+		used := cpu1[i] - cpu0[i]
+		total += used
+		busiest = max(busiest, used)
+		b.ReportMetric(used, fmt.Sprintf("master%d-cpu-s", i+1))
+	}
+	b.ReportMetric(busiest/(total/float64(len(masters))), "busiest/mean")
+	b.ReportMetric(total/drainTasks*1e6, "redis-µs/task")
+	b.ReportMetric((drainTasks/300.0)/took.Seconds(), "utilization")
+	slot := (time.Second + policies.DefaultMargin).Seconds() / 300
+	b.ReportMetric((drainTasks-1)*slot/time.Duration(last.Load()-first.Load()).Seconds(), "paced")
 }
 
 // startWorkers runs two workers of shards shards on rdb, sending SMS
