@@ -15,11 +15,12 @@ import (
 // removes them when the test binary ends.
 var binDirs tempDirs
 
-// buildWorker and buildEnqueue compile cmd/worker and cmd/enqueue once per
-// test binary.
+// buildWorker, buildEnqueue and buildAdmin compile cmd/worker, cmd/enqueue
+// and cmd/admin once per test binary.
 var (
 	buildWorker  = buildCommand(&binDirs, "worker")
 	buildEnqueue = buildCommand(&binDirs, "enqueue")
+	buildAdmin   = buildCommand(&binDirs, "admin")
 )
 
 // buildCommand returns a function that compiles cmd/name, into a

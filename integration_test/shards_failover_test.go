@@ -85,7 +85,7 @@ tasks:
 		}
 	}
 	checkDelivered(t, rs, expect, cut)
-	checkProviderWindows(t, rs)
+	checkProviderWindows(t, rs, time.Second, moveTenantMax, moveGlobalMax)
 	checkHistory(t, len(rs), procs...)
 	checkShardsFollowed(t, rs, byShard)
 	checkLeaseSum(t, rdb, prefix, policyFile, three)
@@ -170,9 +170,9 @@ func moveDemand(t *testing.T, ctx context.Context, c *redistest.ReplicatedCluste
 	return run
 }
 
-// checkProviderWindows fails t when the provider saw more than a tenant's
-// or the global limit of TestShardsThroughFailover in one window.
-func checkProviderWindows(t *testing.T, rs []receipt) {
+// checkProviderWindows fails t when the provider saw more than tenantMax
+// sends of one tenant, or globalMax in all, in one window.
+func checkProviderWindows(t *testing.T, rs []receipt, window time.Duration, tenantMax, globalMax int) {
 	t.Helper()
 	var all []time.Time
 	byTenant := map[string][]time.Time{}
@@ -181,12 +181,12 @@ func checkProviderWindows(t *testing.T, rs []receipt) {
 		byTenant[r.Tenant] = append(byTenant[r.Tenant], r.At)
 	}
 	for tenant, at := range byTenant {
-		if n := arrivals.MaxInWindow(at, time.Second); n > moveTenantMax {
-			t.Errorf("tenant %s: the provider saw %d in one window, limit %d", tenant, n, moveTenantMax)
+		if n := arrivals.MaxInWindow(at, window); n > tenantMax {
+			t.Errorf("tenant %s: the provider saw %d in one window, limit %d", tenant, n, tenantMax)
 		}
 	}
-	if n := arrivals.MaxInWindow(all, time.Second); n > moveGlobalMax {
-		t.Errorf("the provider saw %d in one window, global limit %d", n, moveGlobalMax)
+	if n := arrivals.MaxInWindow(all, window); n > globalMax {
+		t.Errorf("the provider saw %d in one window, global limit %d", n, globalMax)
 	}
 }
 

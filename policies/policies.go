@@ -45,7 +45,7 @@ func (p *Policies) For(taskType, tenant string) []Applied {
 	}
 	out := make([]Applied, len(rules))
 	for i, r := range rules {
-		key := "rule/" + taskType + "/" + r.Name
+		key := ruleKey(taskType, r.Name)
 		pol := r.Policy
 		if r.Scope == ScopeTenant {
 			key += "/" + tenant
@@ -115,3 +115,7 @@ func (p *Policies) Summary() string {
 	}
 	return b.String()
 }
+
+// ruleKey is the limiter key of rule name of taskType, a tenant rule's
+// with "/<tenant>" after it.
+func ruleKey(taskType, name string) string { return "rule/" + taskType + "/" + name }

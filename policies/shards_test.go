@@ -117,13 +117,8 @@ func (s *sharded) admit(t *testing.T, l *throttle.Limiter, tenant, rule string, 
 // remaining left", and checks that NextFree agrees with Remaining.
 func (s *sharded) usage(t *testing.T, tenant string) []string {
 	t.Helper()
-	us, err := policies.Usage(context.Background(), s.rdb, s.prefix, s.p, "sms:send", tenant)
-	if err != nil {
-		t.Fatalf("Usage(%s): %v", tenant, err)
-	}
-	var out []string
+	out, us := usageOf(t, s, tenant)
 	for _, u := range us {
-		out = append(out, fmt.Sprintf("%s %d+%d of %d, %d left", u.Rule, u.Used, u.InLine, u.Limit, u.Remaining))
 		if full := u.Remaining == 0; full != (u.NextFree > 0) {
 			t.Errorf("%s of %s: Remaining %d and NextFree %v", u.Rule, tenant, u.Remaining, u.NextFree)
 		}

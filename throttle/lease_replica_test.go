@@ -22,26 +22,8 @@ import (
 // whole.
 func TestLeaseMoveWaitsForAReplica(t *testing.T) {
 	t.Parallel()
-	c := redistest.StartReplicatedCluster(t)
-	rdb := c.Client(t)
 	ctx := context.Background()
-	l := throttle.NewLimiter(rdb, throttle.WithPrefix(redistest.Prefix(t)))
-	ls := l.Leases()
-	if _, err := ls.Open(ctx, leaseRule); err != nil {
-		t.Fatal(err)
-	}
-	// With every replica running, moves are acknowledged and complete.
-	if n, err := ls.Move(ctx, leaseRule, throttle.DefaultGroup, "s.0", throttle.LeaseParts); err != nil || n != throttle.LeaseParts {
-		t.Fatalf("move the pool to s.0: %d, %v", n, err)
-	}
-	master, err := c.MasterOf(ctx, "{s.0}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	replica, err := c.ReplicaOf(ctx, master)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ls, _, replica := leasedOnReplicas(t)
 	c.Pause(t, replica)
 	paused := true
 	defer func() {
@@ -90,25 +72,8 @@ func TestLeaseMoveWaitsForAReplica(t *testing.T) {
 // summed to one and a half times the whole.
 func TestLeaseGiveLostWithItsMaster(t *testing.T) {
 	t.Parallel()
-	c := redistest.StartReplicatedCluster(t)
-	rdb := c.Client(t)
 	ctx := context.Background()
-	l := throttle.NewLimiter(rdb, throttle.WithPrefix(redistest.Prefix(t)))
-	ls := l.Leases()
-	if _, err := ls.Open(ctx, leaseRule); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := ls.Move(ctx, leaseRule, throttle.DefaultGroup, "s.0", throttle.LeaseParts); err != nil || n != throttle.LeaseParts {
-		t.Fatalf("move the pool to s.0: %d, %v", n, err)
-	}
-	master, err := c.MasterOf(ctx, "{s.0}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	replica, err := c.ReplicaOf(ctx, master)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ls, master, replica := leasedOnReplicas(t)
 	to := "" // a receiver on another master, which survives
 	for i := 1; to == ""; i++ {
 		g := fmt.Sprintf("s.%d", i)
@@ -143,6 +108,30 @@ func TestLeaseGiveLostWithItsMaster(t *testing.T) {
 	if s1 != 0 || s0+s1+pool != throttle.LeaseParts {
 		t.Errorf("after the failover s.0 holds %d, %s %d, the pool %d: want %s none, the sum %d", s0, to, s1, pool, to, throttle.LeaseParts)
 	}
+}
+
+// leasedOnReplicas starts a cluster whose masters have a replica each,
+// and moves the whole of leaseRule to group s.0, acknowledged with every
+// replica running; it returns s.0's master and that master's replica.
+func leasedOnReplicas(t *testing.T) (c *redistest.ReplicatedCluster, ls *throttle.Leases, master, replica string) {
+	t.Helper()
+	c = redistest.StartReplicatedCluster(t)
+	ctx := context.Background()
+	ls = throttle.NewLimiter(c.Client(t), throttle.WithPrefix(redistest.Prefix(t))).Leases()
+	if _, err := ls.Open(ctx, leaseRule); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ls.Move(ctx, leaseRule, throttle.DefaultGroup, "s.0", throttle.LeaseParts); err != nil || n != throttle.LeaseParts {
+		t.Fatalf("move the pool to s.0: %d, %v", n, err)
+	}
+	master, err := c.MasterOf(ctx, "{s.0}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replica, err = c.ReplicaOf(ctx, master); err != nil {
+		t.Fatal(err)
+	}
+	return c, ls, master, replica
 }
 
 // recoverAll runs Recover on group g of leaseRule until it completes

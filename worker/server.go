@@ -53,6 +53,12 @@ type Config struct {
 	// any type, so they need both providers.
 	Queues map[string]int
 
+	// DrainingShards are the shards of older layouts whose queues the
+	// server serves too when Queues is nil, so that the tasks left there
+	// by a change of layout (admin layout) are still run; the worker
+	// command reads them from Redis (layout.Draining).
+	DrainingShards []int
+
 	// ShutdownTimeout is how long Shutdown waits for running tasks before
 	// asynq puts them back in their queue; default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -202,6 +208,11 @@ func (c Config) withDefaults() Config {
 		for _, q := range c.layout().Queues(c.served(), producer.TaskTypes()) {
 			c.Queues[q] = 1
 		}
+		for _, n := range c.DrainingShards {
+			for _, q := range (layout.Layout{Shards: n}).Queues(c.served(), producer.TaskTypes()) {
+				c.Queues[q] = 1
+			}
+		}
 	}
 	return c
 }
@@ -328,13 +339,46 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.srv.Start(s.handler); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go s.watchLayout(ctx, stop)
 	lines := make(chan struct{})
 	go func() { s.throttle.RunLines(ctx); close(lines) }()
 	<-ctx.Done()
 	s.throttle.Stop()
 	<-lines
 	s.srv.Shutdown()
+	if err := context.Cause(ctx); errors.Is(err, layout.ErrOther) || errors.Is(err, layout.ErrSwitching) {
+		return fmt.Errorf("worker: stopped: %w", err)
+	}
 	return nil
+}
+
+// layoutEvery is how often a running worker reads the layout again; the
+// first time a second after it started, when asynq has registered it.
+const layoutEvery = 10 * time.Second
+
+// watchLayout reads the layout now, a second later and every layoutEvery,
+// and stops the worker (stop) when Redis names another or a change is
+// under way (admin layout): such a worker would admit where the new
+// layout no longer counts. Redis not answering stops nothing.
+func (s *Server) watchLayout(ctx context.Context, stop context.CancelCauseFunc) {
+	tick := time.NewTimer(time.Second)
+	defer tick.Stop()
+	for {
+		err := layout.Check(ctx, s.rdb, s.prefix, s.layout)
+		if errors.Is(err, layout.ErrOther) || errors.Is(err, layout.ErrSwitching) {
+			s.logger.Error("the layout in Redis is not the one this worker runs: stopping", "err", err)
+			stop(err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			tick.Reset(layoutEvery)
+		}
+	}
 }
 
 // CheckLayout writes the layout this worker runs (Config.Shards shards)

@@ -11,6 +11,7 @@
 //	admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
 //	admin holds     --redis URL [--prefix P]
 //	admin unhold    --redis URL --key provider/TYPE[/TENANT] [--prefix P]
+//	admin layout    --redis URL [--shards N --policies FILE [--yes]] [--forget-drained] [--prefix P]
 //
 // --redis names one server (redis://), a Redis Cluster (redis+cluster://)
 // or a master through Sentinel (redis+sentinel://); see redisconn.Client.
@@ -49,6 +50,7 @@ usage: admin usage     --redis URL --policies FILE --tenant T [--type TYPE] [--p
        admin throttled --redis URL [--queue Q ...] [--limit N] [--json]
        admin holds     --redis URL [--prefix P]
        admin unhold    --redis URL --key provider/TYPE[/TENANT] [--prefix P]
+       admin layout    --redis URL [--shards N --policies FILE [--yes]] [--forget-drained] [--prefix P]
 
 usage      how much of each window tenant T has used: every rule of each task
            type (or TYPE) that applies to T, its own windows and the global
@@ -76,6 +78,14 @@ holds      lists the providers' holds in force (a 429's Retry-After, cut to
            the workers' --max-provider-hold) and the time each has left.
 unhold     ends a hold at once; the workers send again within 250 ms. A
            hold that does not exist is not an error.
+layout     shows the layout (the shards of each task type's queue and
+           windows) and the old layouts still served. With --shards N,
+           and every worker stopped, changes it: each tenant's windows
+           move to its new shard, the global windows to the pool, the old
+           lines' tasks are run; workers started after it serve the old
+           queues too. Without --yes it only says what it would do, and
+           exits 2. --forget-drained stops serving the old layouts whose
+           queues are empty.
 
 Give --policies and --prefix as the workers have them: usage and reset
 read the windows the workers write. "admin COMMAND --help" lists a
@@ -113,6 +123,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			{Name: "throttled", Run: func(args []string) int { return runThrottled(ctx, args, stdout, stderr) }},
 			{Name: "holds", Run: func(args []string) int { return runHolds(ctx, args, stdout, stderr) }},
 			{Name: "unhold", Run: func(args []string) int { return runUnhold(ctx, args, stdout, stderr) }},
+			{Name: "layout", Run: func(args []string) int { return runLayout(ctx, args, stdout, stderr) }},
 		},
 	}.Run(args, stdout, stderr)
 }

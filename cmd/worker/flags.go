@@ -156,6 +156,20 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 	return cfg, err
 }
 
+// layout returns the shards of the layout the worker runs (layout.Choose)
+// and those of the older layouts whose queues it serves too.
+func (f *flags) layout(ctx context.Context, rdb redis.UniversalClient) (shards int, draining []int, err error) {
+	lay, err := layout.Choose(ctx, rdb, *f.prefix, f.askedShards(ctx, rdb))
+	if err != nil {
+		return 0, nil, err
+	}
+	olds, err := layout.Draining(ctx, rdb, *f.prefix)
+	for _, d := range olds {
+		draining = append(draining, d.Shards)
+	}
+	return lay.Shards, draining, err
+}
+
 // askedShards returns the shards to ask layout.Choose for: --shards; or,
 // when it is 0 and Redis names no layout yet, 1 for --fairness off (first
 // come, first served keeps every key in one group) and for --queues (the

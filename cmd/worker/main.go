@@ -37,7 +37,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
-	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/policies"
 )
@@ -142,11 +141,9 @@ func run(ctx context.Context, args []string) int {
 		return fail(err)
 	}
 	defer rdb.Close()
-	lay, err := layout.Choose(ctx, rdb, *f.prefix, f.askedShards(ctx, rdb))
-	if err != nil {
+	if cfg.Shards, cfg.DrainingShards, err = f.layout(ctx, rdb); err != nil {
 		return fail(err)
 	}
-	cfg.Shards = lay.Shards
 	w, err := newWorker(rdb, cfg, ops, *f.metricsTenants)
 	if err != nil {
 		return fail(err)

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -154,4 +156,41 @@ func TestRefusesAnotherLayout(t *testing.T) {
 	r := runWorker(t, "--redis", redistest.URL(t), "--prefix", prefix, "--policies", filepath.Join("..", "..", "examples", "policies.yaml"),
 		"--sms-log", "--email-log", "--queues", redistest.Queue(t, rdb)+"=1", "--shards", "2")
 	checkError(t, r, 1, "worker: another layout: Redis holds layout shards=3 ("+keyspace.LayoutKey(prefix)+"), and this process runs shards=2; ")
+}
+
+// TestStopsOnALayoutChange: a running worker stops, with an error naming
+// it, once admin layout marks a change under way (layout.Begin), and a
+// worker started during the change refuses to start.
+func TestStopsOnALayoutChange(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	args := []string{"--redis", redistest.URL(t), "--prefix", prefix, "--policies", filepath.Join("..", "..", "examples", "policies.yaml"),
+		"--sms-log", "--email-log", "--queues", redistest.Queue(t, rdb) + "=1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := command(ctx, nil, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() && !strings.Contains(lines.Text(), `"msg":"worker started"`) {
+	}
+	one, three := layout.Layout{Shards: 1}, layout.Layout{Shards: 3}
+	if err := layout.Begin(ctx, rdb, prefix, one, three); err != nil {
+		t.Fatal(err)
+	}
+	var rest strings.Builder
+	for lines.Scan() {
+		rest.WriteString(lines.Text() + "\n")
+	}
+	err = cmd.Wait()
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 || !strings.Contains(rest.String(), "the layout is being changed") {
+		t.Errorf("a running worker, the change begun: %v, stderr after its start:\n%s\nwant exit status 1 naming the change", err, rest.String())
+	}
+	r := runWorker(t, args...)
+	checkError(t, r, 1, "worker: the layout is being changed (admin layout): from shards=1 to shards=3")
 }

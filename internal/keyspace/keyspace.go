@@ -58,3 +58,8 @@ func LinesBase(prefix string) string { return Base(prefix, DefaultGroup) }
 // LayoutKey is the key that names the layout of the deployment under
 // prefix (package layout): "<prefix>{<DefaultGroup>}layout".
 func LayoutKey(prefix string) string { return LinesBase(prefix) + "layout" }
+
+// DrainingKey is the set of the layouts whose queues the workers still
+// serve after a change of layout (package layout):
+// "<prefix>{<DefaultGroup>}layout:draining".
+func DrainingKey(prefix string) string { return LayoutKey(prefix) + ":draining" }

@@ -144,6 +144,9 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string) (l Layo
 	if err != nil {
 		return Layout{}, false, fmt.Errorf("read the layout %s: %w", key, err)
 	}
+	if from, to, switching := parseSwitching(v); switching {
+		return Layout{}, false, fmt.Errorf("%w: from %s to %s (%s); start the workers once it is done", ErrSwitching, from, to, key)
+	}
 	if l, err = Parse(v); err != nil {
 		return Layout{}, false, fmt.Errorf("read the layout %s: %w", key, err)
 	}

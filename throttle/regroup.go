@@ -1,0 +1,206 @@
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Moving a key's state from one group to another, for a change of layout
+// (docs/SCALING.md, "Changing the layout"). Each step is one key or one
+// pair of keys in two slots, so no step is atomic with the others: run it
+// while no worker admits.
+
+// Keys returns the limiter keys of l's group that start with head and
+// hold a log or a counter, decoded, each once, in the order SCAN finds
+// them. A key Redis holds hashed (longer than MaxRawKeyLen) cannot be
+// decoded: its name ("#" and its SHA-256) comes in hashed instead.
+func (l *Limiter) Keys(ctx context.Context, head string) (keys, hashed []string, err error) {
+	if l.err != nil {
+		return nil, nil, l.err
+	}
+	rk, err := l.redisKey("x")
+	if err != nil {
+		return nil, nil, err
+	}
+	tag := strings.TrimSuffix(rk.window, ":x")
+	node, err := l.masterOf(ctx, tag)
+	if err != nil {
+		return nil, nil, fmt.Errorf("throttle: the keys of group %s: %w", rk.group, err)
+	}
+	seen := map[string]bool{}
+	it := node.Scan(ctx, 0, globEscaper.Replace(tag)+"*", 1000).Iterator()
+	for it.Next(ctx) {
+		rest := strings.TrimPrefix(it.Val(), tag)
+		for _, kind := range []string{":", "p:", "sw:", "gcra:", "fw:"} {
+			body, ok := strings.CutPrefix(rest, kind)
+			if !ok || seen[body] {
+				continue
+			}
+			seen[body] = true
+			switch {
+			case strings.HasPrefix(body, "#"):
+				hashed = append(hashed, body)
+			case strings.HasPrefix(keyUnescaper.Replace(body), head):
+				keys = append(keys, keyUnescaper.Replace(body))
+			}
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, nil, fmt.Errorf("throttle: the keys of group %s: %w", rk.group, err)
+	}
+	return keys, hashed, nil
+}
+
+// MoveTo moves the state of key from l's group to to's: its log, the log's
+// frontier and its counters, each with what is left of its expiry,
+// replacing what to's group held under key. Nothing of key stays in l's
+// group.
+func (l *Limiter) MoveTo(ctx context.Context, key string, to *Limiter) error {
+	fail := func(err error) error { return fmt.Errorf("throttle: move %s to another group: %w", Quote(key), err) }
+	if l.err != nil || to.err != nil {
+		return fail(errors.Join(l.err, to.err))
+	}
+	src, err := l.redisKey(key)
+	if err != nil {
+		return fail(err)
+	}
+	dst, err := to.redisKey(key)
+	if err != nil {
+		return fail(err)
+	}
+	if src.group == dst.group {
+		return nil
+	}
+	pairs := [][2]string{{src.window, dst.window}, {src.frontier, dst.frontier},
+		{src.slidingWindow, dst.slidingWindow}, {src.gcra, dst.gcra}, {src.fixedWindow, dst.fixedWindow}}
+	for _, p := range pairs {
+		if err := moveKey(ctx, l.rdb, p[0], p[1]); err != nil {
+			return fail(err)
+		}
+	}
+	return nil
+}
+
+// moveKey moves the key src to dst (DUMP, RESTORE with what is left of its
+// expiry, DEL), replacing dst; an absent src changes nothing.
+func moveKey(ctx context.Context, rdb redis.UniversalClient, src, dst string) error {
+	data, err := rdb.Dump(ctx, src).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dump %s: %w", src, err)
+	}
+	left, err := rdb.PTTL(ctx, src).Result()
+	switch {
+	case err != nil:
+		return fmt.Errorf("pttl %s: %w", src, err)
+	case left == -2*time.Nanosecond || left == -2*time.Millisecond:
+		return nil // expired meanwhile
+	case left < 0:
+		left = 0 // no expiry
+	}
+	if err := rdb.RestoreReplace(ctx, dst, left, data).Err(); err != nil {
+		return fmt.Errorf("restore %s as %s: %w", src, dst, err)
+	}
+	if err := rdb.Del(ctx, src).Err(); err != nil {
+		return fmt.Errorf("delete %s: %w", src, err)
+	}
+	return nil
+}
+
+// MergeLogInto adds the entries of key's log in l's group that stand at
+// or before now (admissions, not places) to key's log in into's group,
+// and deletes the log in l's group with its frontier, lease and moves; it
+// returns the entries added. An entry whose name into's log holds already
+// at another time is added under a name of its own. into's frontier is
+// deleted: it may no longer hold.
+func (l *Limiter) MergeLogInto(ctx context.Context, key string, into *Limiter) (int, error) {
+	fail := func(err error) (int, error) {
+		return 0, fmt.Errorf("throttle: merge the log of %s into another group's: %w", Quote(key), err)
+	}
+	if l.err != nil || into.err != nil {
+		return fail(errors.Join(l.err, into.err))
+	}
+	src, err := l.redisKey(key)
+	if err != nil {
+		return fail(err)
+	}
+	dst, err := into.redisKey(key)
+	if err != nil {
+		return fail(err)
+	}
+	if src.group == dst.group {
+		return 0, nil
+	}
+	now, err := l.rdb.Time(ctx).Result()
+	if err != nil {
+		return fail(err)
+	}
+	entries, err := l.rdb.ZRangeByScoreWithScores(ctx, src.window, &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(now.UnixMicro(), 10)}).Result()
+	if err != nil {
+		return fail(err)
+	}
+	if err := mergeEntries(ctx, l.rdb, entries, dst.window, src.group); err != nil {
+		return fail(err)
+	}
+	if left, err := l.rdb.PTTL(ctx, src.window).Result(); err == nil && left > 0 {
+		if had, err := l.rdb.PTTL(ctx, dst.window).Result(); err == nil && had >= 0 && had < left {
+			l.rdb.PExpire(ctx, dst.window, left)
+		}
+	}
+	for _, k := range []string{src.window, src.frontier, src.lease, src.moves, dst.frontier} {
+		if err := l.rdb.Del(ctx, k).Err(); err != nil {
+			return fail(err)
+		}
+	}
+	return len(entries), nil
+}
+
+// mergeEntries adds entries to the log dst, naming an entry whose name
+// dst holds at another time after its group, so that none is lost.
+func mergeEntries(ctx context.Context, rdb redis.UniversalClient, entries []redis.Z, dst, group string) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i], _ = e.Member.(string)
+	}
+	held, err := rdb.ZMScore(ctx, dst, names...).Result()
+	if err != nil {
+		return err
+	}
+	zs := make([]redis.Z, len(entries))
+	for i, e := range entries {
+		zs[i] = e
+		if held[i] != 0 && held[i] != e.Score {
+			zs[i].Member = names[i] + "~" + group
+		}
+	}
+	return rdb.ZAdd(ctx, dst, zs...).Err()
+}
+
+// Drop deletes group g's lease of the rule of key and the moves it took:
+// a change of layout starts the leases again from the pool (Open).
+func (ls *Leases) Drop(ctx context.Context, key, g string) error {
+	k, err := ls.l.InGroup(g).redisKey(key)
+	if err == nil {
+		err = ls.l.rdb.Del(ctx, k.lease).Err()
+	}
+	if err == nil {
+		err = ls.l.rdb.Del(ctx, k.moves).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("throttle: drop the lease of %s in %s: %w", Quote(key), g, err)
+	}
+	return nil
+}
