@@ -61,27 +61,10 @@ func TestLayout(t *testing.T) {
 		t.Errorf("without --yes the keys changed (-before +after):\n%s", diff)
 	}
 
-	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{Queues: map[string]int{layout.Legacy: 1}, LogLevel: asynq.FatalLevel})
-	if err := srv.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })); err != nil {
-		t.Fatal(err)
-	}
-	// asynq records a server at its first heartbeat, just after Start.
-	deadline := time.Now().Add(10 * time.Second)
-	for !servesDefault(t, w) {
-		if time.Now().After(deadline) {
-			t.Fatal("asynq has not recorded the server after 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if r := run("--shards", "3", "--policies", w.path, "--yes"); r.code != 1 || !strings.Contains(r.stderr, "1 workers still run") {
-		t.Errorf("with a worker running: exit status %d, %q; want 1, a refusal naming it", r.code, r.stderr)
-	}
-	srv.Shutdown()
-	if diff := cmp.Diff(snap, w.snapshot(t)); diff != "" {
-		t.Errorf("refused, the keys changed (-before +after):\n%s", diff)
-	}
+	refusedWhileServing(t, w, run, snap)
+	deadline := time.Now().Add(40 * time.Second)
 	for r := run("--shards", "3", "--policies", w.path, "--yes"); r.code != 0; r = run("--shards", "3", "--policies", w.path, "--yes") {
-		if time.Now().After(deadline.Add(30 * time.Second)) {
+		if time.Now().After(deadline) {
 			t.Fatalf("with the worker stopped: exit status %d, %q", r.code, r.stderr)
 		}
 		time.Sleep(100 * time.Millisecond) // the stopped server's record goes at its shutdown
@@ -120,4 +103,30 @@ func servesDefault(t *testing.T, w *windows) bool {
 		}
 	}
 	return false
+}
+
+// refusedWhileServing runs an asynq server of the queue default on w's
+// Redis and checks that admin layout --shards (run) refuses to change the
+// layout meanwhile, changing no key of snap; the server stops after.
+func refusedWhileServing(t *testing.T, w *windows, run func(...string) result, snap map[string]string) {
+	t.Helper()
+	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{Queues: map[string]int{layout.Legacy: 1}, LogLevel: asynq.FatalLevel})
+	if err := srv.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	// asynq records a server at its first heartbeat, just after Start.
+	deadline := time.Now().Add(10 * time.Second)
+	for !servesDefault(t, w) {
+		if time.Now().After(deadline) {
+			t.Fatal("asynq has not recorded the server after 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := run("--shards", "3", "--policies", w.path, "--yes"); r.code != 1 || !strings.Contains(r.stderr, "1 workers still run") {
+		t.Errorf("with a worker running: exit status %d, %q; want 1, a refusal naming it", r.code, r.stderr)
+	}
+	srv.Shutdown()
+	if diff := cmp.Diff(snap, w.snapshot(t)); diff != "" {
+		t.Errorf("refused, the keys changed (-before +after):\n%s", diff)
+	}
 }
