@@ -92,19 +92,7 @@ const (
 // tasks enqueued so far are sent.
 func drainOnce(b *testing.B, rdb redis.UniversalClient, masters []*redis.Client, p *policies.Policies, lay layout.Layout, moving bool) {
 	ctx := context.Background()
-	phases := make([][]string, 1)
-	for i := range drainTasks {
-		tenant := fmt.Sprintf("tenant-%03d", i%drainTenants)
-		if moving {
-			for len(phases) < drainPhases {
-				phases = append(phases, nil)
-			}
-			k := lay.Shard(tenant) % drainPhases
-			phases[k] = append(phases[k], tenant)
-		} else {
-			phases[0] = append(phases[0], tenant)
-		}
-	}
+	phases := tenantPhases(lay, moving)
 	pc := producer.NewClientFromRedisClient(rdb)
 	enqueue := func(tenants []string) {
 		for _, tenant := range tenants {
@@ -118,13 +106,16 @@ func drainOnce(b *testing.B, rdb redis.UniversalClient, masters []*redis.Client,
 	cpu0 := mastersCPU(b, masters)
 	slowlogStart(b, masters)
 	var sent, first, last atomic.Int64 // first and last: unix ns
+	bins := newSendBins()
 	done, next := make(chan struct{}), make(chan struct{}, len(phases))
 	var due atomic.Int64 // the sends at which the next phase is enqueued; 0: none
 	if len(phases) > 1 {
 		due.Store(int64(len(phases[0])) * 2 / 3)
 	}
-	sms := countedSMS(func() {
-		now := time.Now().UnixNano()
+	sms := countedSMS(func(tenant string) {
+		at := time.Now()
+		bins.send(at, lay.Shard(tenant))
+		now := at.UnixNano()
 		first.CompareAndSwap(0, now)
 		last.Store(now)
 		n := sent.Add(1)
@@ -139,6 +130,7 @@ func drainOnce(b *testing.B, rdb redis.UniversalClient, masters []*redis.Client,
 		enqueued := len(phases[0])
 		for i, ph := range phases[1:] {
 			<-next
+			bins.phase(time.Now())
 			enqueue(ph)
 			enqueued += len(ph)
 			if i+2 < len(phases) {
@@ -157,18 +149,48 @@ func drainOnce(b *testing.B, rdb redis.UniversalClient, masters []*redis.Client,
 	cpu1 := mastersCPU(b, masters)
 	slowlogReport(b, masters)
 	stop()
+	reportDrain(b, cpu0, cpu1, took, time.Duration(last.Load()-first.Load()))
+	bins.report(b, binWidth.Seconds()/drainSlot.Seconds())
+}
+
+// drainSlot is the pace of the drain's global rule: a send every
+// (window + margin) ÷ limit.
+const drainSlot = (time.Second + policies.DefaultMargin) / 300
+
+// tenantPhases returns the tenants of the drain's tasks, a task each, in
+// one phase; moving, in a phase per shard of lay.
+func tenantPhases(lay layout.Layout, moving bool) [][]string {
+	phases := make([][]string, 1)
+	if moving {
+		phases = make([][]string, drainPhases)
+	}
+	for i := range drainTasks {
+		tenant := fmt.Sprintf("tenant-%03d", i%drainTenants)
+		k := 0
+		if moving {
+			k = lay.Shard(tenant) % drainPhases
+		}
+		phases[k] = append(phases[k], tenant)
+	}
+	return phases
+}
+
+// reportDrain reports each master's CPU from cpu0 to cpu1, their balance,
+// the CPU a task, and the utilization: against the provider's rate over
+// took, from the workers' start, and against the pace over sending, from
+// the first send to the last.
+func reportDrain(b *testing.B, cpu0, cpu1 []float64, took, sending time.Duration) {
 	var total, busiest float64
-	for i := range masters {
+	for i := range cpu0 {
 		used := cpu1[i] - cpu0[i]
 		total += used
 		busiest = max(busiest, used)
 		b.ReportMetric(used, fmt.Sprintf("master%d-cpu-s", i+1))
 	}
-	b.ReportMetric(busiest/(total/float64(len(masters))), "busiest/mean")
+	b.ReportMetric(busiest/(total/float64(len(cpu0))), "busiest/mean")
 	b.ReportMetric(total/drainTasks*1e6, "redis-µs/task")
 	b.ReportMetric((drainTasks/300.0)/took.Seconds(), "utilization")
-	slot := (time.Second + policies.DefaultMargin).Seconds() / 300
-	b.ReportMetric((drainTasks-1)*slot/time.Duration(last.Load()-first.Load()).Seconds(), "paced")
+	b.ReportMetric(float64(drainTasks-1)*drainSlot.Seconds()/sending.Seconds(), "paced")
 }
 
 // startWorkers runs two workers of shards shards on rdb, sending SMS
@@ -202,12 +224,12 @@ func startWorkers(b *testing.B, rdb redis.UniversalClient, p *policies.Policies,
 	}
 }
 
-// countedSMS is an SMS provider that sends nothing and calls itself for
-// each message.
-type countedSMS func()
+// countedSMS is an SMS provider that sends nothing and calls itself with
+// each message's tenant.
+type countedSMS func(tenant string)
 
-func (c countedSMS) SendSMS(context.Context, provider.Message[producer.SMS]) error {
-	c()
+func (c countedSMS) SendSMS(_ context.Context, m provider.Message[producer.SMS]) error {
+	c(m.Tenant)
 	return nil
 }
 
