@@ -204,8 +204,8 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string // the whole of stderr
 	}{
-		{"no command", nil, "admin: name a command: usage, reset, reset-global, reset-lines, validate, throttled, holds or unhold (see --help)\n"},
-		{"unknown command", []string{"stats"}, `admin: unknown command "stats": name usage, reset, reset-global, reset-lines, validate, throttled, holds or unhold (see --help)` + "\n"},
+		{"no command", nil, "admin: name a command: usage, reset, reset-global, reset-lines, validate, throttled, holds, unhold or layout (see --help)\n"},
+		{"unknown command", []string{"stats"}, `admin: unknown command "stats": name usage, reset, reset-global, reset-lines, validate, throttled, holds, unhold or layout (see --help)` + "\n"},
 		{"bad flag", []string{"usage", "--nope"}, "admin usage: flag provided but not defined: -nope\n"},
 		{"argument", append(usage, "--tenant", "acme", "--json", "sms:send"), `admin usage: unexpected argument "sms:send": only flags are taken (see --help)` + "\n"},
 		{"flag after an argument", append(reset, "acme", "--tenant", "acme"), `admin reset: unexpected argument "acme" (then "--tenant", "acme"): flags go before arguments` + "\n"},
