@@ -5,7 +5,15 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/history"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
+
+// TestRecordFirstComeFirstServed: workers that serve first come, first
+// served (--fairness off) record their admissions too
+// (throttle.MultiDecision.At), and the record holds no window over.
+func TestRecordFirstComeFirstServed(t *testing.T) {
+	deliverThrough(t, redistest.URL(t), redistest.Client(t), nil, "--fairness", "off")
+}
 
 // stopRest stops procs, but for the first when it was stopped already.
 func stopRest(t *testing.T, procs []*workerProc, firstStopped bool) {

@@ -85,8 +85,8 @@ func TestDeliveryOverTLS(t *testing.T) {
 // more than its limit as the provider saw it, and that the queue is left
 // empty. rdb is a client of the same Redis, for the checks. midway, unless
 // nil, is called once while the workers drain the queue, with the queue and
-// the limiter's key prefix.
-func deliverThrough(t *testing.T, url string, rdb redis.UniversalClient, midway func(queue, prefix string)) {
+// the limiter's key prefix. The workers get extra after their own flags.
+func deliverThrough(t *testing.T, url string, rdb redis.UniversalClient, midway func(queue, prefix string), extra ...string) {
 	t.Helper()
 	// Built before the clock starts; startWorkers finds the worker built.
 	if _, err := buildWorker(); err != nil {
@@ -115,8 +115,8 @@ tasks:
 
 	// The backlog first, so that the limits bind from the first task.
 	want := enqueueThrough(t, enqueueBin, url, queue, perTenant)
-	procs := startWorkers(t, 2, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
-		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "4", "--log-level", "debug")
+	procs := startWorkers(t, 2, append([]string{"--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
+		"--queues", queue + "=1", "--prefix", prefix, "--concurrency", "4", "--log-level", "debug"}, extra...)...)
 
 	deadline := time.Now().Add(20 * time.Second)
 	for n := 0; n < len(want); n = len(sink.receipts()) {

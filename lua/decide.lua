@@ -59,11 +59,11 @@ ARGV[4i+3]   algorithm of check i: 'sliding-log', 'sliding-window', 'gcra'
 Reply, short, for the common admission (ARGV[1] = "1" or "2", every check a
 sliding log of cost 1, admitted, none holding a place ahead of now, and in
 line mode the caller holding no place in the first check):
-             the count of each check after this decision ([4i-1] below), a
-             bare integer for one check, else an array of n integers; the
-             reset-after of each is its window, as the newest member is this
-             admission
-Reply, full, in every other case: an array of 4 + 4n integers
+             an array of n + 1 integers: the count of each check after this
+             decision ([4i-1] below), and the time of the admission (the
+             Redis clock, in microseconds); the reset-after of each is its
+             window, as the newest member is this admission
+Reply, full, in every other case: an array of 5 + 4n integers
   [1]        1 when the request was admitted (recorded unless ARGV[1] = "0"),
              else 0
   [4i-2]     1 when check i alone has room now, else 0
@@ -79,10 +79,13 @@ Reply, full, in every other case: an array of 4 + 4n integers
   [4n+3]     denied: the check that set that time (1-based); else 0
   [4n+4]     line mode: 1 when the caller came back before its place (nothing
              changed), else 0
+  [4n+5]     admitted: the time its log entries stand at, in microseconds
+             (now, or its place when admitted as of it); else 0
 Error reply, with nothing written: a log whose newest member's score is not
 a time in microseconds (+inf, or 2^53 and beyond) is damaged, and the
 reply names its key and that score.
-With ARGV[1] = "3" the reply has 2n more integers, 4 + 6n in all:
+With ARGV[1] = "3" the reply has 2n more integers before the last, 5 + 6n
+in all:
   [4n+3+2i]  places in line of check i: its members scored after now (0 for a
              counter check); [4i-1] counts them too
   [4n+4+2i]  of those, the ones scored at most one window after now
@@ -180,13 +183,14 @@ if mode == '1' or mode == '2' then
       redis.call('PEXPIRE', KEYS[i], math.floor(resets[i] / 1000) + 1)
     end
     if not ahead then
-      return n == 1 and counts[1] or counts
+      counts[n + 1] = now
+      return counts
     end
     local full = {1}
     for i = 1, n do
       full[4 * i - 2], full[4 * i - 1], full[4 * i], full[4 * i + 1] = 1, counts[i], 0, ahead[i] or tonumber(ARGV[4 * i + 1])
     end
-    full[4 * n + 2], full[4 * n + 3], full[4 * n + 4] = 0, 0, 0
+    full[4 * n + 2], full[4 * n + 3], full[4 * n + 4], full[4 * n + 5] = 0, 0, 0, now
     return full
   end
   if eligible and mode == '1' then
@@ -217,7 +221,7 @@ if mode == '1' or mode == '2' then
         end
         denial[4 * i - 2], denial[4 * i - 1], denial[4 * i], denial[4 * i + 1] = retry == 0 and 1 or 0, counts[i], retry, reset
       end
-      denial[4 * n + 2], denial[4 * n + 3], denial[4 * n + 4] = at - now, by, 0
+      denial[4 * n + 2], denial[4 * n + 3], denial[4 * n + 4], denial[4 * n + 5] = at - now, by, 0, 0
       return denial
     end
   end
@@ -264,7 +268,7 @@ if mode == '2' and #logs > 0 then
       retries[i] = place - now
     end
     settle()
-    return finish(0, place - now, 0, 1)
+    return finish(0, place - now, 0, 1, 0)
   end
   if found == #logs and same and now - place <= tolerance and counterAt == now then
     for _, i in ipairs(logs) do
@@ -279,7 +283,7 @@ if mode == '2' and #logs > 0 then
       counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i])
     end
     settle()
-    return finish(1, 0, 0, 0)
+    return finish(1, 0, 0, 0, place)
   end
   if found > 0 then
     -- Late, or its places do not agree: placed again as a new caller.
@@ -304,7 +308,7 @@ if at == now then
     record()
   end
   settle()
-  return finish(1, 0, 0, 0)
+  return finish(1, 0, 0, 0, look and 0 or now)
 end
 
 if mode == '2' and #logs > 0 then
@@ -326,4 +330,4 @@ if mode == '2' and #logs > 0 then
   end
 end
 settle()
-return finish(0, at - now, by, 0)
+return finish(0, at - now, by, 0, 0)

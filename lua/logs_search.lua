@@ -206,7 +206,9 @@ local function earliest(i, from)
 end
 
 local reply = {0}
-local function finish(allowed, wait, by, early)
+-- finish replies; at is the time the admission's log entries stand at, 0
+-- when nothing was admitted.
+local function finish(allowed, wait, by, early, at)
   reply[1] = allowed
   for i = 1, n do
     reply[4 * i - 2] = retries[i] == 0 and 1 or 0
@@ -231,6 +233,7 @@ local function finish(allowed, wait, by, early)
       reply[4 * n + 3 + 2 * i], reply[4 * n + 4 + 2 * i] = ahead, soon
     end
   end
+  reply[#reply + 1] = at
   return reply
 end
 

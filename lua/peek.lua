@@ -16,6 +16,6 @@ Reply        decide.lua's full reply; with "3", 2n more integers (see
 local at, by = fit()
 settle()
 if at == now then
-  return finish(1, 0, 0, 0)
+  return finish(1, 0, 0, 0, 0)
 end
-return finish(0, at - now, by, 0)
+return finish(0, at - now, by, 0, 0)

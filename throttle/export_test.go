@@ -71,7 +71,7 @@ func LinesWithoutGuards(ls *Lines) *Lines {
 // (4 + 6n in usage mode), whichever form the script replied in.
 func ScriptReply(cmd *redis.Cmd, windows ...int64) ([]int64, error) {
 	reply, err := scriptReply(cmd)
-	if err != nil || len(reply) != len(windows) {
+	if err != nil || len(reply) != len(windows)+1 {
 		return reply, err
 	}
 	checks := make([]Check, len(windows))

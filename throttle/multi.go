@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -48,6 +49,12 @@ type MultiDecision struct {
 	// (it alone would have admitted) with its Count unchanged but for a
 	// place reserved by AllowInLine.
 	Checks []Decision
+
+	// At is, for an admission, the time its entries stand at in its
+	// sliding logs, by the Redis clock: the decision's, or the place's
+	// for a caller admitted as of its place (the record of admissions,
+	// docs/SCALING.md); zero otherwise.
+	At time.Time
 }
 
 // AllowMulti decides whether a request fits every check at once, and records
@@ -130,10 +137,10 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 	if err != nil {
 		return fail(err)
 	}
-	if len(reply) == n && (mode == modeAllow || mode == modeLine) {
+	if len(reply) == n+1 && (mode == modeAllow || mode == modeLine) {
 		reply = admitted(reply, checks)
 	}
-	want := 4 + 4*n
+	want := 5 + 4*n
 	if mode == modeUsage {
 		want += 2 * n
 	}
@@ -141,9 +148,13 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 		return fail(fmt.Errorf("decision script replied %d values for %d keys", len(reply), n))
 	}
 	if mode == modeUsage {
-		places = reply[4+4*n:]
+		places = reply[4+4*n : want-1]
 	}
-	return readReply(reply[:4+4*n], checks), places, nil
+	decided := readReply(reply[:4+4*n], checks)
+	if at := reply[want-1]; at > 0 {
+		decided.At = time.UnixMicro(at)
+	}
+	return decided, places, nil
 }
 
 // resolve validates checks, which must be at least one, and returns the

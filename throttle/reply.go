@@ -6,9 +6,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// scriptReply reads the decision script's reply as integers: an array, or
-// the single integer of the short reply of an admission over one check
-// (see lua/decide.lua).
+// scriptReply reads the decision script's reply as integers (see
+// lua/decide.lua); a single integer comes back as an array of one.
 func scriptReply(cmd *redis.Cmd) ([]int64, error) {
 	v, err := cmd.Result()
 	if err != nil {
@@ -21,19 +20,20 @@ func scriptReply(cmd *redis.Cmd) ([]int64, error) {
 }
 
 // admitted turns the short reply of an admission, the count of each check
-// after it, into the full reply that readReply reads: each check allowed,
-// with no retry-after and a reset-after of one window (the script replies
-// short only when no check holds a place ahead of now, so the newest
-// member of each is this admission).
-func admitted(counts []int64, checks []Check) []int64 {
+// after it and its time, into the full reply: each check allowed, with no
+// retry-after and a reset-after of one window (the script replies short
+// only when no check holds a place ahead of now, so the newest member of
+// each is this admission), and the admission's time last.
+func admitted(short []int64, checks []Check) []int64 {
 	n := len(checks)
-	full := make([]int64, 4+4*n)
+	full := make([]int64, 5+4*n)
 	full[0] = 1
 	for i, c := range checks {
 		full[1+4*i] = 1
-		full[2+4*i] = counts[i]
+		full[2+4*i] = short[i]
 		full[4+4*i] = c.Policy.Window.Microseconds()
 	}
+	full[4+4*n] = short[n]
 	return full
 }
 

@@ -77,6 +77,7 @@ type reply struct {
 	wait    int64 // denied: microseconds until the request's time (its place)
 	line    int   // denied: the check that set that time, 1-based
 	early   bool  // line mode: back before its place
+	at      int64 // admitted: the time its entries stand at; else 0
 }
 
 type checkReply struct {
@@ -100,10 +101,10 @@ func runAt(t *testing.T, rdb redis.UniversalClient, now int64, keys []string, mo
 		t.Fatalf("decide.lua %v %v: %v", keys, args, err)
 	}
 	n := len(checks)
-	if len(raw) != 4+4*n {
+	if len(raw) != 5+4*n {
 		t.Fatalf("decide.lua replied %d values for %d checks", len(raw), n)
 	}
-	r := reply{allowed: raw[0] == 1, wait: raw[4*n+1], line: int(raw[4*n+2]), early: raw[4*n+3] == 1}
+	r := reply{allowed: raw[0] == 1, wait: raw[4*n+1], line: int(raw[4*n+2]), early: raw[4*n+3] == 1, at: raw[4*n+4]}
 	for i := range n {
 		c := raw[1+4*i:]
 		r.checks = append(r.checks, checkReply{c[0] == 1, c[1], c[2], c[3]})
@@ -194,11 +195,11 @@ func TestScriptSameMicrosecond(t *testing.T) {
 }
 
 // TestScriptShortReply: an admission of one unit in every check, none of
-// them holding a place ahead of now, replies with the counts alone (a bare
-// integer for one check), and the Limiter reads it as the full reply: the
+// them holding a place ahead of now, replies with the counts and the
+// admission's time alone, and the Limiter reads it as the full reply: the
 // newest member is this admission, so the reset-after is one window. A
 // place ahead, a cost above one, a counter check or a denial reply in full,
-// with the exact reset-after.
+// with the exact reset-after, and the admission's time last (0 denied).
 func TestScriptShortReply(t *testing.T) {
 	t.Parallel()
 	const w = 10_000_000
@@ -212,18 +213,18 @@ func TestScriptShortReply(t *testing.T) {
 			args []any
 			want any
 		}{
-			{"one check", []string{k1}, []any{"1", "", 0, 10, w, 1, "sliding-log"}, int64(3)},
-			{"two checks", []string{k1, k2}, []any{"1", "", 0, 10, w, 1, "sliding-log", 5, w, 1, "sliding-log"}, []any{int64(4), int64(1)}},
-			{"line mode", []string{k2}, []any{"2", "a", 0, 5, w, 1, "sliding-log"}, int64(2)},
+			{"one check", []string{k1}, []any{"1", "", 0, 10, w, 1, "sliding-log"}, []any{int64(3), now}},
+			{"two checks", []string{k1, k2}, []any{"1", "", 0, 10, w, 1, "sliding-log", 5, w, 1, "sliding-log"}, []any{int64(4), int64(1), now}},
+			{"line mode", []string{k2}, []any{"2", "a", 0, 5, w, 1, "sliding-log"}, []any{int64(2), now}},
 			{"cost above one", []string{k2}, []any{"1", "", 0, 5, w, 2, "sliding-log"},
-				[]any{int64(1), int64(1), int64(4), int64(0), int64(w), int64(0), int64(0), int64(0)}},
+				[]any{int64(1), int64(1), int64(4), int64(0), int64(w), int64(0), int64(0), int64(0), now}},
 			// A limit of 4 is full: placed a window after the first
 			// admission in it.
 			{"denied in line", []string{k2}, []any{"2", "b", 0, 4, w, 1, "sliding-log"},
-				[]any{int64(0), int64(0), int64(5), int64(w), int64(2 * w), int64(w), int64(1), int64(0)}},
+				[]any{int64(0), int64(0), int64(5), int64(w), int64(2 * w), int64(w), int64(1), int64(0), int64(0)}},
 			// b's place is a window ahead, so the key lives until it leaves.
 			{"a place ahead", []string{k2}, []any{"1", "", 0, 10, w, 1, "sliding-log"},
-				[]any{int64(1), int64(1), int64(6), int64(0), int64(2 * w), int64(0), int64(0), int64(0)}},
+				[]any{int64(1), int64(1), int64(6), int64(0), int64(2 * w), int64(0), int64(0), int64(0), now}},
 		}
 		for _, c := range cases {
 			got, err := fixedClock(t, now).Run(context.Background(), rdb, throttle.WithFrontiers(c.keys), c.args...).Result()
@@ -233,6 +234,11 @@ func TestScriptShortReply(t *testing.T) {
 			if diff := cmp.Diff(c.want, got); diff != "" {
 				t.Errorf("%s: reply (-want +got):\n%s", c.name, diff)
 			}
+		}
+		// b comes back at its place: admitted as of it.
+		r := runAt(t, rdb, now+w, []string{k2}, "2", "b", 0, check{4, w, 1})
+		if !r.allowed || r.at != now+w {
+			t.Errorf("back at its place: allowed %v at %d, want admitted at the place, %d", r.allowed, r.at, now+w)
 		}
 	})
 }

@@ -336,8 +336,8 @@ func TestScriptUsageBoundaries(t *testing.T) {
 			t.Fatalf("decide.lua %v: %v", args, err)
 		}
 		// 4 + 4n values of the decision, then the places and those within
-		// a window.
-		want := []int64{1, 1, 5, 0, w + 1 + w, 0, 0, 0, 3, 2}
+		// a window, then the time of an admission: none.
+		want := []int64{1, 1, 5, 0, w + 1 + w, 0, 0, 0, 3, 2, 0}
 		if diff := cmp.Diff(want, raw); diff != "" {
 			t.Errorf("usage reply (-want +got):\n%s", diff)
 		}
@@ -348,7 +348,7 @@ func TestScriptUsageBoundaries(t *testing.T) {
 		if err != nil {
 			t.Fatalf("decide.lua %v: %v", args, err)
 		}
-		if got, want := raw[len(raw)-4:], []int64{3, 2, 0, 0}; !cmp.Equal(got, want) {
+		if got, want := raw[len(raw)-5:len(raw)-1], []int64{3, 2, 0, 0}; !cmp.Equal(got, want) {
 			t.Errorf("places of a log and a counter = %v, want %v", got, want)
 		}
 		if n := rdb.Exists(context.Background(), ckey).Val(); n != 0 {

@@ -35,7 +35,8 @@ type DecisionEvent struct {
 	Outcome throttle.Outcome
 
 	// At is, for Admitted and Placed, the time the task's entries stand
-	// at in its rules' sliding logs, by Redis's clock (throttle.Turn.At).
+	// at in its rules' sliding logs, by Redis's clock (throttle.Turn.At);
+	// first come, first served, for an admission (MultiDecision.At).
 	At time.Time
 
 	// Shadow holds the decisions of the task's rules in shadow mode, made

@@ -10,10 +10,11 @@ import (
 )
 
 // The record of admissions (docs/SCALING.md, "The history checker"): at
-// debug level, a worker logs each admission the fair lines gave, with the
-// time its entries stand at by Redis's clock and the sliding logs they
-// count in, and each late send it restamped. A checker rebuilds every log
-// from these lines and checks every window.
+// debug level, a worker logs each admission, the fair lines' or first come
+// first served (--fairness off), with the time its entries stand at by
+// Redis's clock and the sliding logs they count in, and each late send it
+// restamped. A checker rebuilds every log from these lines and checks
+// every window.
 
 // The messages of the record's log lines, at debug level: an admission,
 // with "task", "at_us" (Redis time) and "logs" ([]RecordedLog); a late

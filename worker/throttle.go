@@ -275,7 +275,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		asked := time.Now()
 		md, err := t.decide(ctx, id, checks)
 		e := DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: md, Err: err, Latency: time.Since(asked),
-			FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen}
+			FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen, At: md.At}
 		if err == nil && md.Allowed && len(shadow) > 0 {
 			e.Shadow = t.shadow(ctx, shadow)
 		}
@@ -285,6 +285,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		}
 		t.outage.Observe(nil, "latency", e.Latency)
 		if md.Allowed {
+			recordAdmission(t.logger, id, md.At, applied)
 			return nil
 		}
 		start := time.Now()
