@@ -13,10 +13,10 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// relayWindow is the window of TestLayoutChange's rules: 5 s, so that
+// relayWindow is the window of TestLayoutChange's rules: 6 s, so that
 // the change, which takes a second or two, falls within the windows it
-// carries over.
-const relayWindow = 5 * time.Second
+// carries over (checked: a change that took longer would test nothing).
+const relayWindow = 6 * time.Second
 
 // TestLayoutChange: two cmd/worker processes on a Redis of the test's
 // own drain a backlog on one shard; once a third has arrived they are
@@ -33,8 +33,8 @@ func TestLayoutChange(t *testing.T) {
 		lim  limits // a window of relayWindow
 		per  int    // tasks a tenant
 	}{
-		{"tenant windows", limits{tenant: 3, global: 100}, 6},
-		{"global windows", limits{tenant: 100, global: 9}, 4},
+		{"tenant windows", limits{tenant: 3, global: 100}, 5},
+		{"global windows", limits{tenant: 100, global: 8}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) { layoutChange(t, tc.lim, tc.per) })
 	}
@@ -78,12 +78,18 @@ tasks:
 		return len(sink.receipts()) >= len(want)/3
 	})
 	stopWorkers(t, first...)
+	before := len(sink.receipts())
 	out, err := exec.Command(adminBin, "layout", "--redis", url, "--policies", policyFile, "--shards", "3", "--yes").CombinedOutput()
 	if err != nil {
 		t.Fatalf("admin layout --shards 3: %v\n%s", err, out)
 	}
 	t.Logf("admin layout: %s", strings.TrimSpace(string(out)))
 	second := startWorkers(t, 2, args...)
+	waitFor(t, 30*time.Second, "the new workers to start", nil, func() bool {
+		return strings.Contains(second[0].logs.String(), `"msg":"worker started"`) &&
+			strings.Contains(second[1].logs.String(), `"msg":"worker started"`)
+	})
+	started := time.Now()
 	waitFor(t, time.Minute, "every task at the provider", sink.notified, func() bool {
 		return len(sink.delivered()) == len(want)
 	})
@@ -95,6 +101,13 @@ tasks:
 		}
 	}
 	rs := sink.receipts()
+	// The windows of the last sends before the change must still matter
+	// when the new workers start, or the test proved nothing.
+	took := started.Sub(rs[before-1].At)
+	t.Logf("the new workers started %v after the last send before the change", took.Round(time.Millisecond))
+	if took > relayWindow/2 {
+		t.Errorf("the new workers started %v after the last send before the change, more than half the window: the windows it carried had nearly emptied", took.Round(time.Millisecond))
+	}
 	checkDelivered(t, rs, want, nil)
 	checkProviderWindows(t, rs, relayWindow, lim.tenant, lim.global)
 	checkHistory(t, len(rs), append(first, second...)...)

@@ -2,7 +2,7 @@ package policies
 
 import (
 	"context"
-	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -18,17 +18,19 @@ type Relaid struct {
 	Parked []throttle.Grant // tasks the old lines held, still parked in asynq
 }
 
-// Relayout moves the windows and fair lines of p's task types under
+// Relayout moves the windows and fair lines of the task types under
 // prefix from layout from to layout to (docs/SCALING.md, "Changing the
 // layout"), with no worker running: the lines of every old group are
 // reset (their tasks stay parked: the caller runs them); each tenant
 // rule's windows move to the tenant's group under to; each global rule's
 // logs of the old shards are merged into the pool's log (the default
 // group's), where its windows carry over, and its leases are dropped, to
-// be opened again from the pool. Rules in shadow mode stay in the default
-// group whatever the layout. A key too long to be decoded stops it before
-// it changes anything.
-func Relayout(ctx context.Context, rdb redis.UniversalClient, prefix string, p *Policies, from, to layout.Layout) (Relaid, error) {
+// be opened again from the pool. The rules are those whose keys Redis
+// holds, "rule/<type>/<name>[/<tenant>]", whether p has them or not; a
+// rule p has in shadow mode stays in the default group whatever the
+// layout. types are the task types of the groups to look in, p's too.
+// Every step can run again.
+func Relayout(ctx context.Context, rdb redis.UniversalClient, prefix string, p *Policies, types []string, from, to layout.Layout) (Relaid, error) {
 	if from.Shards <= 1 && to.Shards <= 1 {
 		return Relaid{}, nil // one group before and after: nothing moves
 	}
@@ -39,55 +41,81 @@ func Relayout(ctx context.Context, rdb redis.UniversalClient, prefix string, p *
 		}
 		return base.InGroup(g)
 	}
-	for _, typ := range p.TaskTypes() {
-		for _, g := range from.Groups(typ) {
-			if _, hashed, err := group(g).Keys(ctx, ""); err != nil {
-				return Relaid{}, err
-			} else if len(hashed) > 0 {
-				return Relaid{}, fmt.Errorf("policies: group %s holds %d keys too long to place in a new layout (such as %s): reset them first", g, len(hashed), hashed[0])
-			}
-		}
-	}
+	types = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(types), p.TaskTypes()...))))
 	var out Relaid
-	for _, typ := range p.TaskTypes() {
+	for _, typ := range types {
 		// The lines first: their reset takes their grants' places out of
 		// the logs.
 		for _, g := range from.Groups(typ) {
 			cl, err := group(g).Lines(throttle.LinesConfig{}).ResetLines(ctx, typ)
-			if err != nil {
-				return out, err
-			}
 			out.Parked = append(out.Parked, cl.Parked()...)
-		}
-		for _, r := range p.Rules(typ) {
-			if r.Shadow {
-				continue
-			}
-			var err error
-			if r.Scope == ScopeGlobal {
-				err = relayGlobal(ctx, base, group, typ, r, from, &out)
-			} else {
-				err = relayTenant(ctx, group, typ, r, from, to, &out)
-			}
 			if err != nil {
 				return out, err
 			}
+		}
+		globals := map[string]bool{}
+		for _, r := range p.Rules(typ) {
+			globals[r.Name] = r.Scope == ScopeGlobal && !r.Shadow
+		}
+		for _, g := range from.Groups(typ) {
+			if err := relayGroup(ctx, base, group, p, typ, g, from, to, globals, &out); err != nil {
+				return out, err
+			}
+		}
+		if err := dropLeases(ctx, base, typ, globals, from, to); err != nil {
+			return out, err
 		}
 	}
 	return out, nil
 }
 
-// relayTenant moves the windows of tenant rule r of typ from the groups of
-// from to their tenants' groups under to.
-func relayTenant(ctx context.Context, group func(string) *throttle.Limiter, typ string, r Rule, from, to layout.Layout, out *Relaid) error {
-	head := ruleKey(typ, r.Name) + "/"
-	for _, g := range from.Groups(typ) {
-		keys, _, err := group(g).Keys(ctx, head)
-		if err != nil {
-			return err
+// dropLeases drops the leases of the global rules of typ (those of
+// globals set) in the pool and every group of from and to, whose names
+// may be the same: the shares start again from the pool.
+func dropLeases(ctx context.Context, base *throttle.Limiter, typ string, globals map[string]bool, from, to layout.Layout) error {
+	groups := append(append([]string{throttle.DefaultGroup}, from.Groups(typ)...), to.Groups(typ)...)
+	for name, global := range globals {
+		for _, g := range slices.Compact(slices.Sorted(slices.Values(groups))) {
+			if !global {
+				break
+			}
+			if err := base.Leases().Drop(ctx, ruleKey(typ, name), g); err != nil {
+				return err
+			}
 		}
-		for _, k := range keys {
-			if err := group(g).MoveTo(ctx, k, group(to.Group(typ, strings.TrimPrefix(k, head)))); err != nil {
+	}
+	return nil
+}
+
+// relayGroup moves the rule keys of typ that group g of from holds: a
+// tenant rule's to its tenant's group under to, a global rule's log into
+// the pool's (on more than one shard), and sets each global rule found in
+// globals.
+func relayGroup(ctx context.Context, base *throttle.Limiter, group func(string) *throttle.Limiter, p *Policies,
+	typ, g string, from, to layout.Layout, globals map[string]bool, out *Relaid) error {
+	head := ruleKey(typ, "")
+	keys, _, err := group(g).Keys(ctx, head)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		name, tenant, isTenant := strings.Cut(strings.TrimPrefix(k, head), "/")
+		if shadow(p, typ, name) {
+			continue
+		}
+		if !isTenant {
+			globals[name] = true
+			if from.Shards > 1 {
+				n, err := group(g).MergeLogInto(ctx, k, base)
+				if err != nil {
+					return err
+				}
+				out.Merged += n
+			}
+			continue
+		}
+		if dst := to.Group(typ, tenant); dst != g {
+			if err := group(g).MoveTo(ctx, k, group(dst)); err != nil {
 				return err
 			}
 			out.Moved++
@@ -96,18 +124,12 @@ func relayTenant(ctx context.Context, group func(string) *throttle.Limiter, typ 
 	return nil
 }
 
-// relayGlobal merges the logs of global rule r of typ in the shards of
-// from into the pool's, and drops its leases.
-func relayGlobal(ctx context.Context, base *throttle.Limiter, group func(string) *throttle.Limiter, typ string, r Rule, from layout.Layout, out *Relaid) error {
-	key := ruleKey(typ, r.Name)
-	if from.Shards > 1 {
-		for _, g := range from.Groups(typ) {
-			n, err := group(g).MergeLogInto(ctx, key, base)
-			if err != nil {
-				return err
-			}
-			out.Merged += n
+// shadow reports whether p has rule name of taskType in shadow mode.
+func shadow(p *Policies, taskType, name string) bool {
+	for _, r := range p.Rules(taskType) {
+		if r.Name == name {
+			return r.Shadow
 		}
 	}
-	return base.Leases().Drop(ctx, key, throttle.DefaultGroup)
+	return false
 }

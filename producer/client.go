@@ -82,8 +82,9 @@ const layoutRecheck = 10 * time.Second
 
 // readLayout returns the layout Redis names: the one the first worker of
 // this version wrote, layout.Old until then; read again every
-// layoutRecheck. When the marker cannot be read, the layout read last
-// stays; with none read yet, that is an error.
+// layoutRecheck; during a change of layout, the new one. When the marker
+// cannot be read, the layout read last stays; with none read yet, that is
+// an error.
 func (c *Client) readLayout(ctx context.Context) (layout.Layout, error) {
 	c.layoutMu.Lock()
 	defer c.layoutMu.Unlock()
@@ -91,6 +92,13 @@ func (c *Client) readLayout(ctx context.Context) (layout.Layout, error) {
 		return c.layout, nil
 	}
 	got, ok, err := layout.Read(ctx, c.rdb, c.prefix)
+	if errors.Is(err, layout.ErrSwitching) {
+		// A change under way (admin layout): its tasks go where the
+		// workers started after it look first.
+		if _, to, switching, serr := layout.Switching(ctx, c.rdb, c.prefix); serr == nil && switching {
+			got, ok, err = to, true, nil
+		}
+	}
 	switch {
 	case err != nil && c.layoutRead.IsZero():
 		return layout.Layout{}, err

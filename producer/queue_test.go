@@ -118,3 +118,28 @@ func TestShardedQueues(t *testing.T) {
 		t.Errorf("enqueue on queue %s under a damaged marker: %v", q, err)
 	}
 }
+
+// TestQueueDuringALayoutChange: while admin layout changes the layout
+// (the marker says switching), a producer that has read no layout yet
+// sends its tasks to the new layout's queues, where the workers started
+// after the change look first.
+func TestQueueDuringALayoutChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
+	one, three := layout.Layout{Shards: 1}, layout.Layout{Shards: 3}
+	if err := layout.Ensure(ctx, rdb, prefix, one); err != nil {
+		t.Fatal(err)
+	}
+	if err := layout.Begin(ctx, rdb, prefix, one, three); err != nil {
+		t.Fatal(err)
+	}
+	c := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
+	info, err := c.EnqueueSMS(ctx, "acme", producer.SMS{To: "+15551234567", Body: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := three.Queue(producer.TypeSMS, "acme"); info.Queue != want {
+		t.Errorf("queue %q during the change, want the new layout's %q", info.Queue, want)
+	}
+}

@@ -28,8 +28,8 @@ var encodeKeyPart = keyspace.Encode
 
 // redisKeys are the Redis keys of one limiter key. After the hash tag each
 // kind of key starts with a character of its own (":" "h" "s" "g" "f" "p"
-// "e" "E", "q" for the fair lines, and "layout" alone), so no two kinds can
-// meet whatever the body.
+// "e" "E", "q" for the fair lines, "layout" and "workers" alone), so no
+// two kinds can meet whatever the body.
 type redisKeys struct {
 	group         string // the encoded group, the hash tag
 	window        string // <prefix>{<group>}:<body>, the sliding-window log (SlidingLog)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -102,8 +100,8 @@ func moveKey(ctx context.Context, rdb redis.UniversalClient, src, dst string) er
 	switch {
 	case err != nil:
 		return fmt.Errorf("pttl %s: %w", src, err)
-	case left == -2*time.Nanosecond || left == -2*time.Millisecond:
-		return nil // expired meanwhile
+	case left == -2 || left == 0:
+		return nil // expired, or about to
 	case left < 0:
 		left = 0 // no expiry
 	}
@@ -116,12 +114,14 @@ func moveKey(ctx context.Context, rdb redis.UniversalClient, src, dst string) er
 	return nil
 }
 
-// MergeLogInto adds the entries of key's log in l's group that stand at
-// or before now (admissions, not places) to key's log in into's group,
-// and deletes the log in l's group with its frontier, lease and moves; it
-// returns the entries added. An entry whose name into's log holds already
-// at another time is added under a name of its own. into's frontier is
-// deleted: it may no longer hold.
+// MergeLogInto adds the entries of key's log in l's group to key's log in
+// into's group, each named after l's group so that no two groups' entries
+// meet and a merge run again adds nothing, and deletes the log in l's
+// group with its frontier, lease and moves; it returns the entries added.
+// into's log lives at least as long as l's did, and its frontier is
+// deleted: it may no longer hold. The log should hold no places: the
+// lines that gave them are reset first (a place merged would count as an
+// admission at its time, never less).
 func (l *Limiter) MergeLogInto(ctx context.Context, key string, into *Limiter) (int, error) {
 	fail := func(err error) (int, error) {
 		return 0, fmt.Errorf("throttle: merge the log of %s into another group's: %w", Quote(key), err)
@@ -140,21 +140,35 @@ func (l *Limiter) MergeLogInto(ctx context.Context, key string, into *Limiter) (
 	if src.group == dst.group {
 		return 0, nil
 	}
-	now, err := l.rdb.Time(ctx).Result()
+	entries, err := l.rdb.ZRangeWithScores(ctx, src.window, 0, -1).Result()
 	if err != nil {
 		return fail(err)
 	}
-	entries, err := l.rdb.ZRangeByScoreWithScores(ctx, src.window, &redis.ZRangeBy{
-		Min: "-inf", Max: strconv.FormatInt(now.UnixMicro(), 10)}).Result()
-	if err != nil {
-		return fail(err)
-	}
-	if err := mergeEntries(ctx, l.rdb, entries, dst.window, src.group); err != nil {
-		return fail(err)
-	}
-	if left, err := l.rdb.PTTL(ctx, src.window).Result(); err == nil && left > 0 {
-		if had, err := l.rdb.PTTL(ctx, dst.window).Result(); err == nil && had >= 0 && had < left {
-			l.rdb.PExpire(ctx, dst.window, left)
+	if len(entries) > 0 {
+		for i := range entries {
+			entries[i].Member = fmt.Sprint(entries[i].Member) + "~" + src.group
+		}
+		left, err := l.rdb.PTTL(ctx, src.window).Result()
+		if err != nil {
+			return fail(err)
+		}
+		had, err := l.rdb.PTTL(ctx, dst.window).Result() // -2 when absent
+		if err != nil {
+			return fail(err)
+		}
+		if err := l.rdb.ZAdd(ctx, dst.window, entries...).Err(); err != nil {
+			return fail(err)
+		}
+		// into's log lives at least as long as l's: no expiry when l's
+		// has none (-1), else no shorter than l's.
+		switch {
+		case left == -1 && had != -1:
+			err = l.rdb.Persist(ctx, dst.window).Err()
+		case left > 0 && (had == -2 || had >= 0 && had < left):
+			err = l.rdb.PExpire(ctx, dst.window, left).Err()
+		}
+		if err != nil {
+			return fail(err)
 		}
 	}
 	for _, k := range []string{src.window, src.frontier, src.lease, src.moves, dst.frontier} {
@@ -163,30 +177,6 @@ func (l *Limiter) MergeLogInto(ctx context.Context, key string, into *Limiter) (
 		}
 	}
 	return len(entries), nil
-}
-
-// mergeEntries adds entries to the log dst, naming an entry whose name
-// dst holds at another time after its group, so that none is lost.
-func mergeEntries(ctx context.Context, rdb redis.UniversalClient, entries []redis.Z, dst, group string) error {
-	if len(entries) == 0 {
-		return nil
-	}
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i], _ = e.Member.(string)
-	}
-	held, err := rdb.ZMScore(ctx, dst, names...).Result()
-	if err != nil {
-		return err
-	}
-	zs := make([]redis.Z, len(entries))
-	for i, e := range entries {
-		zs[i] = e
-		if held[i] != 0 && held[i] != e.Score {
-			zs[i].Member = names[i] + "~" + group
-		}
-	}
-	return rdb.ZAdd(ctx, dst, zs...).Err()
 }
 
 // Drop deletes group g's lease of the rule of key and the moves it took:

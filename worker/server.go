@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -324,15 +325,23 @@ func (c Config) errorHandler() asynq.ErrorHandler {
 }
 
 // Run refuses a Redis that may evict keys (ErrEvicting) unless
-// AllowEviction, and one that names another layout (CheckLayout), then
-// starts the server, runs until ctx is done, then
-// shuts down gracefully:
-// it stops fetching, waits up to ShutdownTimeout for running tasks, and
-// asynq puts back what did not finish.
+// AllowEviction, and one that names another layout or a change of layout
+// under way (CheckLayout), then starts the server, runs until ctx is done,
+// then shuts down gracefully: it stops fetching, waits up to
+// ShutdownTimeout for running tasks, and asynq puts back what did not
+// finish. It also stops, returning an error matching producer.ErrLayout,
+// when Redis comes to name another layout or a change (admin layout).
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.CheckEviction(ctx); err != nil {
 		return err
 	}
+	// Said before the layout is read, which admin layout reads after it
+	// marks a change: one of the two sees the other.
+	id := rand.Text()
+	if err := layout.Present(ctx, s.rdb, s.prefix, id); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer func() { _ = layout.Absent(context.WithoutCancel(ctx), s.rdb, s.prefix, id) }()
 	if err := s.CheckLayout(ctx); err != nil {
 		return err
 	}
@@ -341,42 +350,50 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	go s.watchLayout(ctx, stop)
+	go s.watchLayout(ctx, stop, id)
 	lines := make(chan struct{})
 	go func() { s.throttle.RunLines(ctx); close(lines) }()
 	<-ctx.Done()
 	s.throttle.Stop()
 	<-lines
 	s.srv.Shutdown()
-	if err := context.Cause(ctx); errors.Is(err, layout.ErrOther) || errors.Is(err, layout.ErrSwitching) {
+	if err := context.Cause(ctx); errors.Is(err, layout.ErrOther) {
 		return fmt.Errorf("worker: stopped: %w", err)
 	}
 	return nil
 }
 
-// layoutEvery is how often a running worker reads the layout again; the
-// first time a second after it started, when asynq has registered it.
+// layoutEvery is how often a running worker reads the layout again and
+// renews its presence (layout.Present); the first time a second after it
+// started.
 const layoutEvery = 10 * time.Second
 
-// watchLayout reads the layout now, a second later and every layoutEvery,
-// and stops the worker (stop) when Redis names another or a change is
-// under way (admin layout): such a worker would admit where the new
-// layout no longer counts. Redis not answering stops nothing.
-func (s *Server) watchLayout(ctx context.Context, stop context.CancelCauseFunc) {
+// watchLayout renews worker id's presence and reads the layout, a second
+// after the start and every layoutEvery, and stops the worker (stop) when
+// Redis names another or a change is under way (admin layout): such a
+// worker would admit where the new layout no longer counts. Redis not
+// answering stops nothing.
+func (s *Server) watchLayout(ctx context.Context, stop context.CancelCauseFunc, id string) {
 	tick := time.NewTimer(time.Second)
 	defer tick.Stop()
 	for {
-		err := layout.Check(ctx, s.rdb, s.prefix, s.layout)
-		if errors.Is(err, layout.ErrOther) || errors.Is(err, layout.ErrSwitching) {
-			s.logger.Error("the layout in Redis is not the one this worker runs: stopping", "err", err)
-			stop(err)
-			return
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			tick.Reset(layoutEvery)
+		}
+		err := layout.Present(ctx, s.rdb, s.prefix, id)
+		if err == nil {
+			err = layout.Check(ctx, s.rdb, s.prefix, s.layout)
+		}
+		if errors.Is(err, layout.ErrOther) {
+			s.logger.Error("the layout in Redis is not the one this worker runs: stopping", "err", err)
+			stop(err)
+			return
+		}
+		if err != nil {
+			s.logger.Debug("could not read the layout", "err", err)
 		}
 	}
 }

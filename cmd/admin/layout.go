@@ -36,11 +36,14 @@ func runLayout(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return failf(stderr, 2, name, "no policies: set --policies or SLUICE_POLICIES to the workers' file, whose windows move")
 		}
 	}
+	if *forget && *shards != 0 {
+		return failf(stderr, 2, name, "give --shards or --forget-drained, not both")
+	}
 	if code, ok := rf.checkPrefix(name, stderr); !ok {
 		return code
 	}
 	var p *policies.Policies
-	if *policyFile != "" {
+	if *shards != 0 {
 		var err error
 		if p, err = policies.Load(*policyFile); err != nil {
 			return failf(stderr, 1, name, "%v", err)
@@ -88,15 +91,21 @@ func (c *conn) showLayout(ctx context.Context, name string, stdout, stderr io.Wr
 }
 
 // draining returns the old layouts whose queues the workers still serve,
-// and the tasks in each one's queues.
+// and the tasks left to run in each one's queues that the current layout
+// does not use (shard names can be the same in two layouts).
 func (c *conn) draining(ctx context.Context) ([]layout.Layout, []int, error) {
 	draining, err := layout.Draining(ctx, c.rdb, c.prefix)
 	if err != nil {
 		return nil, nil, err
 	}
+	cur, _, err := layout.Read(ctx, c.rdb, c.prefix)
+	if err != nil {
+		return nil, nil, err
+	}
 	tasks := make([]int, len(draining))
 	for i, d := range draining {
-		if tasks[i], err = c.tasksIn(typeQueues(d)); err != nil {
+		old := slices.DeleteFunc(typeQueues(d), func(q string) bool { return slices.Contains(typeQueues(cur), q) })
+		if tasks[i], err = c.tasksIn(old); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -114,12 +123,12 @@ func (c *conn) changeLayout(ctx context.Context, name string, p *policies.Polici
 		fmt.Fprintf(stdout, "the layout is %s already\n", to)
 		return 0
 	}
-	if err := c.noWorkers(from, to); err != nil {
+	if err := c.noWorkers(ctx, from, to); err != nil {
 		return failf(stderr, 1, name, "%v", err)
 	}
 	if !yes {
-		fmt.Fprintf(stdout, "would change the layout from %s to %s: move each tenant's windows to its new shard, the global windows to the pool, reset the lines of %s and run their tasks; the workers then serve the queues of both\n",
-			from, to, from)
+		fmt.Fprintf(stdout, "would change the layout from %s to %s: move each tenant's windows to its new shard, the global windows to the pool, reset the old lines and run their tasks; the workers then serve the queues of both\n",
+			from, to)
 		return failf(stderr, 2, name, "nothing changed: give --yes, with the workers stopped")
 	}
 	if !resumed {
@@ -129,17 +138,19 @@ func (c *conn) changeLayout(ctx context.Context, name string, p *policies.Polici
 	}
 	// A worker that started as the change began shows now, or stops: it
 	// reads the marker again a second after asynq registered it.
-	if err := c.noWorkers(from, to); err != nil {
+	if err := c.noWorkers(ctx, from, to); err != nil {
 		return failf(stderr, 1, name, "%v; the change is marked begun: stop it and run this again", err)
 	}
-	done, err := policies.Relayout(ctx, c.rdb, c.prefix, p, from, to)
-	if err != nil {
-		return failf(stderr, 1, name, "%v; nothing admits meanwhile: run this again", err)
+	done, err := policies.Relayout(ctx, c.rdb, c.prefix, p, producer.TaskTypes(), from, to)
+	if err == nil {
+		err = layout.Finish(ctx, c.rdb, c.prefix, from, to)
 	}
-	if err := layout.Finish(ctx, c.rdb, c.prefix, from, to); err != nil {
-		return failf(stderr, 1, name, "%v; run this again", err)
-	}
+	// The old lines' tasks run even when the change stopped midway: a run
+	// again finds their lines empty.
 	moved, left := runParked(c.inspector(), done.Parked)
+	if err != nil {
+		return failf(stderr, 1, name, "%v; %d parked tasks run; nothing admits meanwhile: run this again", err, moved)
+	}
 	fmt.Fprintf(stdout, "changed the layout from %s to %s: %d tenant windows moved, %d global entries merged into the pool, %d parked tasks run\n",
 		from, to, done.Moved, done.Merged, moved)
 	if len(left) > 0 {
@@ -168,9 +179,15 @@ func (c *conn) layoutFrom(ctx context.Context, to layout.Layout) (from layout.La
 	return l, false, nil
 }
 
-// noWorkers returns an error naming the asynq servers that serve a queue
-// of from, to, or Sluice 0.x, if any run.
-func (c *conn) noWorkers(from, to layout.Layout) error {
+// noWorkers returns an error naming the workers running: those of c's
+// prefix (layout.Running: every worker of this version, whatever its
+// queues), and the asynq servers that serve a queue of from, to or Sluice
+// 0.x's default, which older workers are.
+func (c *conn) noWorkers(ctx context.Context, from, to layout.Layout) error {
+	ids, err := layout.Running(ctx, c.rdb, c.prefix)
+	if err != nil {
+		return err
+	}
 	servers, err := c.inspector().Servers()
 	if err != nil {
 		return fmt.Errorf("look for running workers: %w", err)
@@ -185,8 +202,12 @@ func (c *conn) noWorkers(from, to layout.Layout) error {
 			}
 		}
 	}
-	if len(running) > 0 {
-		return fmt.Errorf("%d workers still run (%s): stop them first (a worker killed shows for up to 10 s)", len(running), strings.Join(running, ", "))
+	switch {
+	case len(ids) > 0:
+		return fmt.Errorf("%d workers still run under this prefix: stop them first (a worker killed counts for %v)", len(ids), layout.PresenceFor)
+	case len(running) > 0:
+		return fmt.Errorf("%d asynq servers still serve the layouts' queues or default (%s): stop them first (one killed shows for up to 10 s)",
+			len(running), strings.Join(running, ", "))
 	}
 	return nil
 }
@@ -210,8 +231,9 @@ func (c *conn) forgetDrained(ctx context.Context, name string, stdout, stderr io
 	return 0
 }
 
-// tasksIn returns the tasks in queues, of every state; a queue that was
-// never used holds none.
+// tasksIn returns the tasks in queues still to run (pending, active,
+// scheduled, retry, aggregating; not archived or completed); a queue that
+// was never used holds none.
 func (c *conn) tasksIn(queues []string) (int, error) {
 	known, err := c.inspector().Queues()
 	if err != nil {
@@ -226,7 +248,7 @@ func (c *conn) tasksIn(queues []string) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("queue %s: %w", q, err)
 		}
-		n += info.Size
+		n += info.Pending + info.Active + info.Scheduled + info.Retry + info.Aggregating
 	}
 	return n, nil
 }

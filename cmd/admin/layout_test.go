@@ -55,7 +55,7 @@ func TestLayout(t *testing.T) {
 	}
 	check(run(), 0, []string{"layout none: queues default"}, "")
 	check(run("--shards", "3", "--policies", w.path), 2,
-		[]string{"would change the layout from none to shards=3: move each tenant's windows to its new shard, the global windows to the pool, reset the lines of none and run their tasks; the workers then serve the queues of both"},
+		[]string{"would change the layout from none to shards=3: move each tenant's windows to its new shard, the global windows to the pool, reset the old lines and run their tasks; the workers then serve the queues of both"},
 		"admin layout: nothing changed: give --yes, with the workers stopped\n")
 	if diff := cmp.Diff(snap, w.snapshot(t)); diff != "" {
 		t.Errorf("without --yes the keys changed (-before +after):\n%s", diff)
@@ -106,8 +106,9 @@ func servesDefault(t *testing.T, w *windows) bool {
 }
 
 // refusedWhileServing runs an asynq server of the queue default on w's
-// Redis and checks that admin layout --shards (run) refuses to change the
-// layout meanwhile, changing no key of snap; the server stops after.
+// Redis, then records a worker present under w's prefix, and checks that
+// admin layout --shards (run) refuses to change the layout while either
+// runs, changing no key of snap.
 func refusedWhileServing(t *testing.T, w *windows, run func(...string) result, snap map[string]string) {
 	t.Helper()
 	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{Queues: map[string]int{layout.Legacy: 1}, LogLevel: asynq.FatalLevel})
@@ -122,10 +123,22 @@ func refusedWhileServing(t *testing.T, w *windows, run func(...string) result, s
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if r := run("--shards", "3", "--policies", w.path, "--yes"); r.code != 1 || !strings.Contains(r.stderr, "1 workers still run") {
-		t.Errorf("with a worker running: exit status %d, %q; want 1, a refusal naming it", r.code, r.stderr)
+	if r := run("--shards", "3", "--policies", w.path, "--yes"); r.code != 1 || !strings.Contains(r.stderr, "1 asynq servers still serve") {
+		t.Errorf("with an asynq server of default running: exit status %d, %q; want 1, a refusal naming it", r.code, r.stderr)
 	}
 	srv.Shutdown()
+	// A worker of this version says it runs under the prefix, whatever
+	// its queues.
+	ctx := context.Background()
+	if err := layout.Present(ctx, w.rdb, w.prefix, "a-worker"); err != nil {
+		t.Fatal(err)
+	}
+	if r := run("--shards", "3", "--policies", w.path, "--yes"); r.code != 1 || !strings.Contains(r.stderr, "1 workers still run under this prefix") {
+		t.Errorf("with a worker present: exit status %d, %q; want 1, a refusal", r.code, r.stderr)
+	}
+	if err := layout.Absent(ctx, w.rdb, w.prefix, "a-worker"); err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff(snap, w.snapshot(t)); diff != "" {
 		t.Errorf("refused, the keys changed (-before +after):\n%s", diff)
 	}

@@ -158,9 +158,10 @@ func TestRefusesAnotherLayout(t *testing.T) {
 	checkError(t, r, 1, "worker: another layout: Redis holds layout shards=3 ("+keyspace.LayoutKey(prefix)+"), and this process runs shards=2; ")
 }
 
-// TestStopsOnALayoutChange: a running worker stops, with an error naming
-// it, once admin layout marks a change under way (layout.Begin), and a
-// worker started during the change refuses to start.
+// TestStopsOnALayoutChange: a running worker (asynq has recorded it)
+// stops, with an error naming it, once admin layout marks a change under
+// way (layout.Begin), and a worker started during the change refuses to
+// start.
 func TestStopsOnALayoutChange(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
@@ -177,20 +178,38 @@ func TestStopsOnALayoutChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := bufio.NewScanner(stderr)
-	for lines.Scan() && !strings.Contains(lines.Text(), `"msg":"worker started"`) {
+	var rest strings.Builder
+	done := make(chan struct{})
+	go func() {
+		for lines.Scan() {
+			rest.WriteString(lines.Text() + "\n")
+		}
+		close(done)
+	}()
+	// Running: asynq has recorded it, after the worker read the layout.
+	queue := args[len(args)-1][:strings.Index(args[len(args)-1], "=")]
+	for running := false; !running; time.Sleep(20 * time.Millisecond) {
+		servers, err := asynq.NewInspectorFromRedisClient(rdb).Servers()
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("waiting for the worker to run: %v, %v", err, ctx.Err())
+		}
+		for _, s := range servers {
+			_, running = s.Queues[queue]
+			if running {
+				break
+			}
+		}
 	}
 	one, three := layout.Layout{Shards: 1}, layout.Layout{Shards: 3}
 	if err := layout.Begin(ctx, rdb, prefix, one, three); err != nil {
 		t.Fatal(err)
 	}
-	var rest strings.Builder
-	for lines.Scan() {
-		rest.WriteString(lines.Text() + "\n")
-	}
+	<-done
 	err = cmd.Wait()
-	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 || !strings.Contains(rest.String(), "the layout is being changed") {
+	if ee, ok := errors.AsType[*exec.ExitError](err); !ok || ee.ExitCode() != 1 || !strings.Contains(rest.String(), "the layout is being changed") ||
+		!strings.Contains(rest.String(), "not the one this worker runs: stopping") {
 		t.Errorf("a running worker, the change begun: %v, stderr after its start:\n%s\nwant exit status 1 naming the change", err, rest.String())
 	}
 	r := runWorker(t, args...)
-	checkError(t, r, 1, "worker: the layout is being changed (admin layout): from shards=1 to shards=3")
+	checkError(t, r, 1, "worker: another layout: the layout is being changed (admin layout): from shards=1 to shards=3")
 }

@@ -63,3 +63,8 @@ func LayoutKey(prefix string) string { return LinesBase(prefix) + "layout" }
 // serve after a change of layout (package layout):
 // "<prefix>{<DefaultGroup>}layout:draining".
 func DrainingKey(prefix string) string { return LayoutKey(prefix) + ":draining" }
+
+// WorkersKey is the sorted set of the workers running under prefix, each
+// scored by when its presence lapses unless renewed (package layout):
+// "<prefix>{<DefaultGroup>}workers".
+func WorkersKey(prefix string) string { return LinesBase(prefix) + "workers" }

@@ -19,8 +19,8 @@ import (
 // still serve.
 
 // ErrSwitching: Redis is changing its layout; no worker may start until
-// the change is done.
-var ErrSwitching = errors.New("the layout is being changed (admin layout)")
+// the change is done. It matches ErrOther too.
+var ErrSwitching = fmt.Errorf("%w: the layout is being changed (admin layout)", ErrOther)
 
 // switchingPrefix starts the marker during a change.
 const switchingPrefix = "switching "
