@@ -62,14 +62,7 @@ func (l *Limiter) Keys(ctx context.Context, head string) (keys, hashed []string,
 // group.
 func (l *Limiter) MoveTo(ctx context.Context, key string, to *Limiter) error {
 	fail := func(err error) error { return fmt.Errorf("throttle: move %s to another group: %w", Quote(key), err) }
-	if l.err != nil || to.err != nil {
-		return fail(errors.Join(l.err, to.err))
-	}
-	src, err := l.redisKey(key)
-	if err != nil {
-		return fail(err)
-	}
-	dst, err := to.redisKey(key)
+	src, dst, err := l.keysIn(key, to)
 	if err != nil {
 		return fail(err)
 	}
@@ -84,6 +77,17 @@ func (l *Limiter) MoveTo(ctx context.Context, key string, to *Limiter) error {
 		}
 	}
 	return nil
+}
+
+// keysIn returns the Redis keys of key in l's group and in to's.
+func (l *Limiter) keysIn(key string, to *Limiter) (src, dst redisKeys, err error) {
+	if err = errors.Join(l.err, to.err); err != nil {
+		return src, dst, err
+	}
+	if src, err = l.redisKey(key); err == nil {
+		dst, err = to.redisKey(key)
+	}
+	return src, dst, err
 }
 
 // moveKey moves the key src to dst (DUMP, RESTORE with what is left of its
@@ -126,14 +130,7 @@ func (l *Limiter) MergeLogInto(ctx context.Context, key string, into *Limiter) (
 	fail := func(err error) (int, error) {
 		return 0, fmt.Errorf("throttle: merge the log of %s into another group's: %w", Quote(key), err)
 	}
-	if l.err != nil || into.err != nil {
-		return fail(errors.Join(l.err, into.err))
-	}
-	src, err := l.redisKey(key)
-	if err != nil {
-		return fail(err)
-	}
-	dst, err := into.redisKey(key)
+	src, dst, err := l.keysIn(key, into)
 	if err != nil {
 		return fail(err)
 	}
