@@ -74,11 +74,12 @@ func Relayout(ctx context.Context, rdb redis.UniversalClient, prefix string, p *
 // may be the same: the shares start again from the pool.
 func dropLeases(ctx context.Context, base *throttle.Limiter, typ string, globals map[string]bool, from, to layout.Layout) error {
 	groups := append(append([]string{throttle.DefaultGroup}, from.Groups(typ)...), to.Groups(typ)...)
+	groups = slices.Compact(slices.Sorted(slices.Values(groups)))
 	for name, global := range globals {
-		for _, g := range slices.Compact(slices.Sorted(slices.Values(groups))) {
-			if !global {
-				break
-			}
+		if !global {
+			continue
+		}
+		for _, g := range groups {
 			if err := base.Leases().Drop(ctx, ruleKey(typ, name), g); err != nil {
 				return err
 			}
@@ -94,7 +95,7 @@ func dropLeases(ctx context.Context, base *throttle.Limiter, typ string, globals
 func relayGroup(ctx context.Context, base *throttle.Limiter, group func(string) *throttle.Limiter, p *Policies,
 	typ, g string, from, to layout.Layout, globals map[string]bool, out *Relaid) error {
 	head := ruleKey(typ, "")
-	keys, _, err := group(g).Keys(ctx, head)
+	keys, err := group(g).Keys(ctx, head)
 	if err != nil {
 		return err
 	}

@@ -16,44 +16,42 @@ import (
 
 // Keys returns the limiter keys of l's group that start with head and
 // hold a log or a counter, decoded, each once, in the order SCAN finds
-// them. A key Redis holds hashed (longer than MaxRawKeyLen) cannot be
-// decoded: its name ("#" and its SHA-256) comes in hashed instead.
-func (l *Limiter) Keys(ctx context.Context, head string) (keys, hashed []string, err error) {
+// them. A key Redis holds hashed (longer than MaxRawKeyLen) starts with
+// no head of a key short enough to be kept as it is.
+func (l *Limiter) Keys(ctx context.Context, head string) ([]string, error) {
 	if l.err != nil {
-		return nil, nil, l.err
+		return nil, l.err
 	}
-	rk, err := l.redisKey("x")
+	rk, err := l.redisKey(head + "x")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	tag := strings.TrimSuffix(rk.window, ":x")
+	tag := l.prefix + "{" + rk.group + "}"
 	node, err := l.masterOf(ctx, tag)
 	if err != nil {
-		return nil, nil, fmt.Errorf("throttle: the keys of group %s: %w", rk.group, err)
+		return nil, fmt.Errorf("throttle: the keys of group %s: %w", rk.group, err)
 	}
+	var keys []string
 	seen := map[string]bool{}
 	it := node.Scan(ctx, 0, globEscaper.Replace(tag)+"*", 1000).Iterator()
 	for it.Next(ctx) {
 		rest := strings.TrimPrefix(it.Val(), tag)
 		for _, kind := range []string{":", "p:", "sw:", "gcra:", "fw:"} {
 			body, ok := strings.CutPrefix(rest, kind)
-			if !ok || seen[body] {
+			if !ok {
 				continue
 			}
-			seen[body] = true
-			switch {
-			case strings.HasPrefix(body, "#"):
-				hashed = append(hashed, body)
-			case strings.HasPrefix(keyUnescaper.Replace(body), head):
-				keys = append(keys, keyUnescaper.Replace(body))
+			if key := keyUnescaper.Replace(body); !seen[key] && strings.HasPrefix(key, head) {
+				seen[key] = true
+				keys = append(keys, key)
 			}
 			break
 		}
 	}
 	if err := it.Err(); err != nil {
-		return nil, nil, fmt.Errorf("throttle: the keys of group %s: %w", rk.group, err)
+		return nil, fmt.Errorf("throttle: the keys of group %s: %w", rk.group, err)
 	}
-	return keys, hashed, nil
+	return keys, nil
 }
 
 // MoveTo moves the state of key from l's group to to's: its log, the log's
