@@ -136,8 +136,8 @@ func (c *conn) changeLayout(ctx context.Context, name string, p *policies.Polici
 			return failf(stderr, 1, name, "%v", err)
 		}
 	}
-	// A worker that started as the change began shows now, or stops: it
-	// reads the marker again a second after asynq registered it.
+	// A worker that started as the change began shows now: it says it
+	// runs before it reads the marker, which it then finds marked.
 	if err := c.noWorkers(ctx, from, to); err != nil {
 		return failf(stderr, 1, name, "%v; the change is marked begun: stop it and run this again", err)
 	}
