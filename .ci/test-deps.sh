@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What `make test` needs beyond Go: redis-server and redis-cli, Chromium, a
-# running Docker engine and the Redis image built from it. As root on Debian
+# running Docker engine, the Redis image built from it, and the git history
+# back to 0.1.0 (TestUpgradeFrom010). As root on Debian
 # it installs and starts what is missing; anywhere else it stops at once with
 # one message naming what is missing and the command that installs it. The
 # tests then run with CI=true, so that none passes by skipping.
@@ -46,3 +47,9 @@ fi
 # Built locally: no registry is reachable. Quick when the image is there.
 image=${REDIS_IMAGE:-sluice-redis:local}
 docker image inspect "$image" >/dev/null 2>&1 || .ci/redis-image.sh "$image" >/dev/null
+
+# TestUpgradeFrom010 builds Sluice 0.1.0 from the history: a shallow clone
+# fetches the rest (best effort; the test names what is missing).
+if [ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then
+  git fetch -q --unshallow || echo "test-deps: could not fetch the history that TestUpgradeFrom010 needs" >&2
+fi

@@ -157,6 +157,13 @@ func startWorkers(t *testing.T, n int, args ...string) []*workerProc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startWorkersOf(t, bin, n, args...)
+}
+
+// startWorkersOf starts n processes of the worker binary bin, as
+// startWorkers does.
+func startWorkersOf(t *testing.T, bin string, n int, args ...string) []*workerProc {
+	t.Helper()
 	if !slices.Contains(args, "--email-log") && !slices.Contains(args, "--smtp-addr") {
 		args = append(slices.Clip(args), "--email-log")
 	}

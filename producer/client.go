@@ -115,7 +115,7 @@ func (c *Client) readLayout(ctx context.Context) (layout.Layout, error) {
 // Queue returns the queue a task of taskType for tenant goes to when it
 // is given none (HeaderQueue): its type's on one shard, its tenant's
 // shard's on more, or default while Redis names no layout (no worker of
-// this version has started: docs/SCALING.md, "From 0.x to S = 1").
+// this version has started: docs/SCALING.md, "From 0.1.0").
 func (c *Client) Queue(ctx context.Context, taskType, tenant string) (string, error) {
 	if c.err != nil {
 		return "", c.err

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -325,8 +324,9 @@ func (c Config) errorHandler() asynq.ErrorHandler {
 }
 
 // Run refuses a Redis that may evict keys (ErrEvicting) unless
-// AllowEviction, and one that names another layout or a change of layout
-// under way (CheckLayout), then starts the server, runs until ctx is done,
+// AllowEviction, and one where an older worker serves its queues or that
+// names another layout or a change of layout under way (CheckLayout),
+// then starts the server, runs until ctx is done,
 // then shuts down gracefully: it stops fetching, waits up to
 // ShutdownTimeout for running tasks, and asynq puts back what did not
 // finish. It also stops, returning an error matching producer.ErrLayout,
@@ -337,7 +337,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	// Said before the layout is read, which admin layout reads after it
 	// marks a change: one of the two sees the other.
-	id := rand.Text()
+	id := layout.PresenceID()
 	if err := layout.Present(ctx, s.rdb, s.prefix, id); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -372,7 +372,8 @@ const layoutEvery = 10 * time.Second
 // after the start and every layoutEvery, and stops the worker (stop) when
 // Redis names another or a change is under way (admin layout): such a
 // worker would admit where the new layout no longer counts. Redis not
-// answering stops nothing.
+// answering stops nothing. A 0.1.0 worker started since is logged as an
+// error each time (layout.ErrOlder).
 func (s *Server) watchLayout(ctx context.Context, stop context.CancelCauseFunc, id string) {
 	tick := time.NewTimer(time.Second)
 	defer tick.Stop()
@@ -395,13 +396,21 @@ func (s *Server) watchLayout(ctx context.Context, stop context.CancelCauseFunc, 
 		if err != nil {
 			s.logger.Debug("could not read the layout", "err", err)
 		}
+		if err := layout.CheckOlder(ctx, s.rdb, s.prefix, s.queues); errors.Is(err, layout.ErrOlder) {
+			s.logger.Error("a worker of another version serves this worker's queues: stop it", "err", err)
+		}
 	}
 }
 
 // CheckLayout writes the layout this worker runs (Config.Shards shards)
 // when Redis names none, and returns an error matching producer.ErrLayout,
-// naming both, when Redis names another (docs/SCALING.md).
+// naming both, when Redis names another (docs/SCALING.md); one matching
+// layout.ErrOlder, and nothing written, when a worker of Sluice 0.1.0
+// serves one of its queues.
 func (s *Server) CheckLayout(ctx context.Context) error {
+	if err := layout.CheckOlder(ctx, s.rdb, s.prefix, s.queues); err != nil {
+		return err
+	}
 	return layout.Ensure(ctx, s.rdb, s.prefix, s.layout)
 }
 

@@ -157,7 +157,7 @@ func Read(ctx context.Context, rdb redis.UniversalClient, prefix string) (l Layo
 // prefix; when it names none, asked shards, or, when asked is 0, one on a
 // single Redis or Sentinel, and on a cluster one per master, unless an
 // older deployment is there (its workers admit outside any shard:
-// docs/SCALING.md, "From 0.x"): its limiter keys, or an asynq server
+// docs/SCALING.md, "From 0.1.0"): its limiter keys, or an asynq server
 // running, when it is one too. A Redis
 // that names another than asked is an error matching ErrOther, naming
 // both.
