@@ -103,26 +103,24 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 // demand returns each group's weight of demand: the sum of the weights of
 // its flows waiting at the most urgent priority that waits in any group.
 func (b *Balancer) demand(ctx context.Context) ([]float64, error) {
-	waiting := make([][]WaitingFlow, len(b.groups))
+	byLevel := make([][]float64, len(b.groups))
 	top := LeastUrgent + 1
 	for i, ls := range b.lines {
-		flows, err := ls.Waiting(ctx, MaxFlows)
+		w, err := ls.Demand(ctx, b.class)
 		if err != nil {
 			return nil, fmt.Errorf("throttle: balance %s: %w", b.class, err)
 		}
-		for _, f := range flows {
-			if f.Class == encodeKeyPart(b.class) && f.InLine > 0 {
-				waiting[i] = append(waiting[i], f)
-				top = min(top, f.Priority)
+		for level := MostUrgent; level <= LeastUrgent; level++ {
+			if w[level-1] > 0 {
+				top = min(top, level)
 			}
 		}
+		byLevel[i] = w
 	}
 	demand := make([]float64, len(b.groups))
-	for i, flows := range waiting {
-		for _, f := range flows {
-			if f.Priority == top {
-				demand[i] += f.Weight
-			}
+	if top <= LeastUrgent {
+		for i, w := range byLevel {
+			demand[i] = w[top-1]
 		}
 	}
 	return demand, nil

@@ -469,7 +469,8 @@ func TestLinesVaryingDeliveries(t *testing.T) {
 
 // TestLinesWaiting: Waiting lists each waiting flow with the tasks in its
 // line (every task not yet given a slot), its weight, and its tenant's
-// grants over the last share spans, which equal weights make equal.
+// grants over the last share spans, which equal weights make equal; and
+// Demand sums the weights by priority.
 func TestLinesWaiting(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
@@ -508,6 +509,14 @@ func TestLinesWaiting(t *testing.T) {
 		// over 5 to 10 s of a rule of 10 a second.
 		if g, a := grants["globex"], grants["acme"]; g < 40 || a < 4 || a > g/5 {
 			t.Errorf("grants over the last spans: %v; want globex's at least 40 and acme's its reserve", grants)
+		}
+		// What the balancer reads: each level's waiting weight.
+		demand, err := s.ls.Demand(context.Background(), "sms:send")
+		if want := []float64{2, 0, 1, 0, 0}; err != nil || !slices.Equal(demand, want) {
+			t.Errorf("Demand = %v, %v; want %v", demand, err, want)
+		}
+		if other, err := s.ls.Demand(context.Background(), "email:send"); err != nil || !slices.Equal(other, make([]float64, 5)) {
+			t.Errorf("Demand of a class with no flow = %v, %v; want zeros", other, err)
 		}
 	})
 }

@@ -48,7 +48,7 @@ func slowlogReport(b *testing.B, masters []*redis.Client) {
 	names := map[string]string{
 		lua.Lines.Arrive.Hash(): "arrive.lua", lua.Lines.Dispatch.Hash(): "dispatch.lua", lua.Lines.Drop.Hash(): "drop.lua",
 		lua.Lines.Granted.Hash(): "granted.lua", lua.Lines.Refresh.Hash(): "refresh.lua", lua.Lines.Wake.Hash(): "wake.lua",
-		lua.Lines.Waiting.Hash(): "waiting.lua", lua.Decide.Hash(): "decide.lua", lua.Restamp.Hash(): "restamp.lua",
+		lua.Lines.Waiting.Hash(): "waiting.lua", lua.Lines.Demand.Hash(): "demand.lua", lua.Decide.Hash(): "decide.lua", lua.Restamp.Hash(): "restamp.lua",
 		lua.LeaseGive.Hash(): "lease_give.lua", lua.LeaseTake.Hash(): "lease_take.lua", lua.Claim.Hash(): "claim.lua",
 	}
 	for i, m := range masters {
