@@ -26,12 +26,25 @@ type admissions struct {
 }
 
 // recordAdmissions starts reading the log of rule key (as the policies
-// name it, "rule/<type>/<rule>") under prefix.
-func recordAdmissions(t *testing.T, rdb redis.UniversalClient, prefix, key string) *admissions {
+// name it, "rule/<type>/<rule>") under prefix: in the default group, or
+// in each of groups (the shards of a global rule).
+func recordAdmissions(t *testing.T, rdb redis.UniversalClient, prefix, key string, groups ...string) *admissions {
 	t.Helper()
-	redisKey, err := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix)).RedisKey(key)
-	if err != nil {
-		t.Fatal(err)
+	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	var redisKeys []string
+	for _, g := range groups {
+		k, err := l.InGroup(g).RedisKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		redisKeys = append(redisKeys, k)
+	}
+	if len(groups) == 0 {
+		k, err := l.RedisKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		redisKeys = append(redisKeys, k)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -40,15 +53,17 @@ func recordAdmissions(t *testing.T, rdb redis.UniversalClient, prefix, key strin
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			members, err := rdb.ZRange(ctx, redisKey, 0, -1).Result()
-			if err == nil {
-				a.mu.Lock()
-				for _, m := range members {
-					if id, at, ok := admission(m); ok {
-						a.at[id] = at
+			for _, redisKey := range redisKeys {
+				members, err := rdb.ZRange(ctx, redisKey, 0, -1).Result()
+				if err == nil {
+					a.mu.Lock()
+					for _, m := range members {
+						if id, at, ok := admission(m); ok {
+							a.at[id] = at
+						}
 					}
+					a.mu.Unlock()
 				}
-				a.mu.Unlock()
 			}
 			select {
 			case <-ctx.Done():

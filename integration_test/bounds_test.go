@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/arrivals"
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/producer"
 )
@@ -38,17 +40,21 @@ func TestFairBoundsThroughCLIs(t *testing.T) {
 		t.Skip("a drain of 20 s a backend")
 	}
 	t.Run("single", func(t *testing.T) {
-		fairBounds(t, redistest.URL(t), redistest.Client(t))
+		fairBounds(t, redistest.URL(t), redistest.Client(t), 1)
 	})
 	t.Run("cluster", func(t *testing.T) {
-		fairBounds(t, "redis+cluster://"+redistest.ClusterAddrs(t)[0], redistest.Cluster(t))
+		fairBounds(t, "redis+cluster://"+redistest.ClusterAddrs(t)[0], redistest.Cluster(t), 1)
+	})
+	t.Run("cluster, three shards", func(t *testing.T) {
+		fairBounds(t, "redis+cluster://"+redistest.ClusterAddrs(t)[0], redistest.Cluster(t), 3)
 	})
 }
 
 // visitor is a newcomer or an urgent task, enqueued during the drain.
 type visitor struct {
-	id string    // its task's ID, or with "-<n>" after it its tasks'
-	at time.Time // when it returned, its tasks in Redis
+	id    string        // its task's ID, or with "-<n>" after it its tasks'
+	at    time.Time     // when it returned, its tasks in Redis
+	bound time.Duration // its first send's bound
 }
 
 // owns reports whether task id is one of v's.
@@ -79,12 +85,55 @@ const (
 	boundsSlot   = (time.Second + boundsMargin) / boundsLimit
 	// The newcomer's and the urgent task's bound of docs/FAIRNESS.md.
 	boundsBound = boundsSlot + boundsFetch + 100*time.Millisecond
+	// With shards, a newcomer outside the backlog's shard whose shard
+	// used its floor within the window waits for a balancer step to see
+	// it and the next to move what the backlog's shard stopped using
+	// (docs/SCALING.md, "Bounds across shards").
+	boundsAcross = boundsBound + 2*100*time.Millisecond
 )
 
-// fairDrain enqueues the backlog, starts two workers, enqueues the visitors
-// at random times until the backlog is nearly sent, and waits for every
-// send.
-func fairDrain(t *testing.T, url string, rdb redis.UniversalClient) boundsDrain {
+// boundsQueues are where fairDrain's tasks go: one queue of the test's
+// own, or with shards (on a cluster) each tenant's shard's queue.
+type boundsQueues struct {
+	queue string
+	lay   layout.Layout
+}
+
+// of returns the queue of tenant's SMS.
+func (q boundsQueues) of(tenant string) string {
+	if q.lay.Shards > 1 {
+		return q.lay.Queue("sms:send", tenant)
+	}
+	return q.queue
+}
+
+// all returns every queue of the drain.
+func (q boundsQueues) all() []string {
+	if q.lay.Shards > 1 {
+		return q.lay.TypeQueues("sms:send")
+	}
+	return []string{q.queue}
+}
+
+// workers returns the workers' arguments, args and the queue or shards,
+// and the groups of the global rule's logs (none: the default group).
+// With shards it writes the layout under prefix, so that enqueue parks
+// each task in its tenant's shard.
+func (q boundsQueues) workers(t *testing.T, rdb redis.UniversalClient, prefix string, args ...string) ([]string, []string) {
+	t.Helper()
+	if q.lay.Shards <= 1 {
+		return append(args, "--queues", q.queue+"=1"), nil
+	}
+	if err := layout.Ensure(context.Background(), rdb, prefix, q.lay); err != nil {
+		t.Fatal(err)
+	}
+	return append(args, "--shards", strconv.Itoa(q.lay.Shards)), q.lay.Groups("sms:send")
+}
+
+// fairDrain enqueues the backlog, starts two workers (of shards shards),
+// enqueues the visitors at random times until the backlog is nearly sent,
+// and waits for every send.
+func fairDrain(t *testing.T, url string, rdb redis.UniversalClient, shards int) boundsDrain {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 2))
@@ -93,8 +142,8 @@ func fairDrain(t *testing.T, url string, rdb redis.UniversalClient) boundsDrain 
 		t.Fatal(err)
 	}
 	sink := newSMSSink(t)
-	queue := redistest.Queue(t, rdb)
 	prefix := redistest.Prefix(t)
+	q := boundsQueues{queue: redistest.Queue(t, rdb), lay: layout.Layout{Shards: shards}}
 	const limit, backlog = boundsLimit, boundsBacklog
 	policies := writePolicies(t, fmt.Sprintf(`
 tasks:
@@ -104,20 +153,26 @@ tasks:
 `, limit, limit))
 	enqueue := func(tenant, id string, n int, more ...string) visitor {
 		t.Helper()
-		return visitor{id: id, at: enqueueSMS(t, enqueueBin, url, queue, tenant, id, n, append([]string{"--prefix", prefix}, more...)...)}
+		bound := boundsBound
+		if shards > 1 && q.lay.Shard(tenant) != q.lay.Shard("acme") {
+			bound = boundsAcross
+		}
+		at := enqueueSMS(t, enqueueBin, url, q.of(tenant), tenant, id, n, append([]string{"--prefix", prefix}, more...)...)
+		return visitor{id: id, at: at, bound: bound}
 	}
 	sent := func() int { return len(sink.receipts()) }
-	recorded := recordAdmissions(t, rdb, prefix, "rule/sms:send/provider")
+	args, groups := q.workers(t, rdb, prefix, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
+		"--prefix", prefix, "--concurrency", "10", "--log-level", "warn")
+	recorded := recordAdmissions(t, rdb, prefix, "rule/sms:send/provider", groups...)
 	enqueue("acme", "acme", backlog-boundsLate)
-	procs := startWorkers(t, 2, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
-		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "10", "--log-level", "warn")
+	procs := startWorkers(t, 2, args...)
 	waitFor(t, 60*time.Second, "the backlog's first window sent", sink.notified, func() bool { return sent() >= 2*limit })
 	// The rest of the backlog comes from a producer that does not park
 	// (as one of another prefix, or of an earlier release): it stands on asynq's
 	// pending list when the first visitor comes, which is parked at
 	// enqueue and must not wait for the workers to take that list in.
-	enqueueUnparked(t, rdb, queue, "acme", "acme-late", boundsLate)
-	pending := "asynq:{" + queue + "}:pending"
+	enqueueUnparked(t, rdb, q.of("acme"), "acme", "acme-late", boundsLate)
+	pending := "asynq:{" + q.of("acme") + "}:pending"
 	var visitors []visitor
 	var pendingAt []int64 // the pending list's length as each visitor came
 	total := backlog
@@ -144,8 +199,10 @@ tasks:
 	slices.SortFunc(rs, func(a, b receipt) int { return a.At.Compare(b.At) })
 	d := boundsDrain{rs: rs, visitors: visitors, total: total}
 	d.delays, d.late, d.admitted, d.missing = recorded.delays(rs, boundsMargin)
-	if left := queueLeft(t, rdb, queue); left != "" {
-		t.Errorf("queue %s still holds %s", queue, left)
+	for _, queue := range q.all() {
+		if left := queueLeft(t, rdb, queue); left != "" {
+			t.Errorf("queue %s still holds %s", queue, left)
+		}
 	}
 	return d
 }
@@ -181,13 +238,13 @@ func enqueueUnparked(t *testing.T, rdb redis.UniversalClient, queue, tenant, id 
 	}
 }
 
-// fairBounds checks every visitor's wait against the bound, and the
+// fairBounds checks every visitor's wait against its bound, and the
 // drain's sends.
-func fairBounds(t *testing.T, url string, rdb redis.UniversalClient) {
-	d := fairDrain(t, url, rdb)
+func fairBounds(t *testing.T, url string, rdb redis.UniversalClient, shards int) {
+	d := fairDrain(t, url, rdb, shards)
 	waits, over := d.waits(t, true)
-	t.Logf("%d newcomers and urgent SMS; waits %v; the worst %v; %d over the bound of %v",
-		len(d.visitors), roundAll(waits), waits[len(waits)-1].Round(time.Millisecond), over, boundsBound)
+	t.Logf("%d newcomers and urgent SMS; waits %v; the worst %v; %d over their bound (%v, or %v outside the backlog's shard)",
+		len(d.visitors), roundAll(waits), waits[len(waits)-1].Round(time.Millisecond), over, boundsBound, boundsAcross)
 	if len(d.visitors) < 10 {
 		t.Errorf("only %d newcomers and urgent SMS came during the drain", len(d.visitors))
 	}
@@ -195,11 +252,12 @@ func fairBounds(t *testing.T, url string, rdb redis.UniversalClient) {
 }
 
 // waits returns each visitor's wait, from its enqueue to its first send,
-// sorted, and how many were over the bound; with strict, each one over it, or behind more of the backlog's
-// sends than fit in it, fails t.
+// sorted, and how many were over their bound; with strict, each one over
+// it, or behind more of the backlog's sends than fit in it, fails t. It
+// logs the waits of the newcomers outside the backlog's shard apart.
 func (d boundsDrain) waits(t *testing.T, strict bool) ([]time.Duration, int) {
 	t.Helper()
-	var waits []time.Duration
+	var waits, across []time.Duration
 	over := 0
 	for _, v := range d.visitors {
 		first := slices.IndexFunc(d.rs, func(r receipt) bool { return v.owns(r.ID) })
@@ -211,23 +269,30 @@ func (d boundsDrain) waits(t *testing.T, strict bool) ([]time.Duration, int) {
 		// little before (the measure can only be a few ms short).
 		wait := d.rs[first].At.Sub(v.at)
 		waits = append(waits, wait)
+		if v.bound == boundsAcross {
+			across = append(across, wait)
+		}
 		ahead := 0 // the backlog's sends between its enqueue and its first send
 		for _, r := range d.rs[:first] {
 			if r.At.After(v.at) && strings.HasPrefix(r.ID, "acme-") {
 				ahead++
 			}
 		}
-		if wait > boundsBound {
+		if wait > v.bound {
 			over++
 			if strict {
-				t.Errorf("%s waited %v, over the bound of %v", v.id, wait.Round(time.Millisecond), boundsBound)
+				t.Errorf("%s waited %v, over its bound of %v", v.id, wait.Round(time.Millisecond), v.bound)
 			}
 		}
-		if most := int(boundsBound/boundsSlot) + 1; strict && ahead > most {
+		if most := int(v.bound/boundsSlot) + 1; strict && ahead > most {
 			t.Errorf("%s: %d of the backlog's sends came between its enqueue and its first send, want at most %d", v.id, ahead, most)
 		}
 	}
 	slices.Sort(waits)
+	if len(across) > 0 {
+		slices.Sort(across)
+		t.Logf("%d newcomers outside the backlog's shard waited %v", len(across), roundAll(across))
+	}
 	return waits, over
 }
 
@@ -324,7 +389,7 @@ func TestProviderCountUnderLoad(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = burner.Process.Kill(); _ = burner.Wait() })
 	}
-	d := fairDrain(t, redistest.URL(t), redistest.Client(t))
+	d := fairDrain(t, redistest.URL(t), redistest.Client(t), 1)
 	waits, over := d.waits(t, false)
 	t.Logf("under load: waits %v; the worst %v; %d of %d over the bound of %v",
 		roundAll(waits), waits[len(waits)-1].Round(time.Millisecond), over, len(waits), boundsBound)
