@@ -100,30 +100,49 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 	return targets, errors.Join(errs...)
 }
 
-// demand returns each group's weight of demand: the sum of the weights of
-// its flows waiting at the most urgent priority that waits in any group.
+// demand returns each group's part of the demand, the parts summing to 1,
+// or nil when nothing waits: the flows waiting at the most urgent priority
+// that waits in any group share what the less urgent ones' reserves
+// leave, by the sum of their weights in each group; each less urgent
+// priority waiting anywhere gets DefaultReserve percent, by its own
+// weights (docs/SCALING.md, "Targets").
 func (b *Balancer) demand(ctx context.Context) ([]float64, error) {
 	byLevel := make([][]float64, len(b.groups))
-	top := LeastUrgent + 1
+	total := make([]float64, LeastUrgent)
 	for i, ls := range b.lines {
 		w, err := ls.Demand(ctx, b.class)
 		if err != nil {
 			return nil, fmt.Errorf("throttle: balance %s: %w", b.class, err)
 		}
-		for level := MostUrgent; level <= LeastUrgent; level++ {
-			if w[level-1] > 0 {
-				top = min(top, level)
-			}
+		for l, x := range w {
+			total[l] += x
 		}
 		byLevel[i] = w
 	}
-	demand := make([]float64, len(b.groups))
-	if top <= LeastUrgent {
+	top := slices.IndexFunc(total, func(x float64) bool { return x > 0 })
+	if top < 0 {
+		return nil, nil
+	}
+	reserve := float64(DefaultReserve) / 100
+	parts := make([]float64, len(b.groups))
+	for l := top; l < LeastUrgent; l++ {
+		if total[l] == 0 {
+			continue
+		}
+		weight := reserve
+		if l == top {
+			weight = 1
+			for _, x := range total[top+1:] {
+				if x > 0 {
+					weight -= reserve
+				}
+			}
+		}
 		for i, w := range byLevel {
-			demand[i] = w[top-1]
+			parts[i] += weight * w[l] / total[l]
 		}
 	}
-	return demand, nil
+	return parts, nil
 }
 
 // floorUnits is the units each of n groups keeps of a rule of limit,
@@ -139,22 +158,18 @@ func floorUnits(limit int64, n int) int64 {
 }
 
 // targets returns each group's share of rule, in whole units: its floor,
-// and of the rest a part in proportion to its demand (evenly when none
-// waits), the units left by rounding going to the largest remainders.
-func (b *Balancer) targets(demand []float64, rule Check) []int64 {
+// and of the rest its part of the demand (evenly when none waits: parts
+// nil), the units left by rounding going to the largest remainders.
+func (b *Balancer) targets(parts []float64, rule Check) []int64 {
 	n, limit := len(b.groups), int64(rule.Policy.Limit)
 	floor := floorUnits(limit, n)
 	rest := limit - floor*int64(n)
-	total := 0.0
-	for _, d := range demand {
-		total += d
-	}
 	units, frac := make([]int64, n), make([]float64, n)
 	left := rest
-	for i, d := range demand {
+	for i := range units {
 		part := float64(rest) / float64(n)
-		if total > 0 {
-			part = float64(rest) * d / total
+		if parts != nil {
+			part = float64(rest) * parts[i]
 		}
 		whole := int64(math.Floor(part))
 		units[i], frac[i], left = floor+whole, part-float64(whole), left-whole

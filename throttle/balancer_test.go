@@ -3,6 +3,7 @@ package throttle_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -121,6 +122,67 @@ func TestBalancerFloor(t *testing.T) {
 			throttle.Arrival{Class: "sms", Tenant: "globex", Queue: "q", ID: "g0", Checks: checks})
 		if err != nil || turn.Outcome != throttle.Admitted {
 			t.Errorf("the idle group's first task: %v, %v; want admitted at once", turn.Outcome, err)
+		}
+	})
+}
+
+// TestBalancerReserve: with urgent tasks waiting in one group and less
+// urgent ones in the other, the less urgent keep their reserve across
+// groups: of a rule of 20 a second, each group's floor (one unit), then
+// of the other 18 a tenth to the less urgent level (1.8) and the rest to
+// the urgent one (16.2), rounded to the largest remainders: 17 and 3
+// units, where without the reserve the less urgent group had its floor
+// alone. With the urgent tasks gone, the less urgent take all but the
+// other's floor.
+func TestBalancerReserve(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Hour}, Cost: 1}
+		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
+		groups := []string{"sms.0", "sms.1"}
+		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var urgent []string
+		for i, g := range groups {
+			lines := l.InGroup(g).Lines(throttle.LinesConfig{})
+			for j := range 25 {
+				id := fmt.Sprintf("%s-%d", g, j)
+				a := throttle.Arrival{Class: "sms", Priority: 1 + 2*i, Tenant: "acme", Queue: "q", ID: id, Checks: checks}
+				if _, err := lines.Arrive(ctx, a); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					urgent = append(urgent, id)
+				}
+			}
+		}
+		units := func(targets [][]int64) []int64 {
+			return []int64{targets[0][0] * 20 / throttle.LeaseParts, targets[0][1] * 20 / throttle.LeaseParts}
+		}
+		targets, err := b.Step(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := units(targets); !slices.Equal(got, []int64{17, 3}) {
+			t.Errorf("urgent tasks in sms.0, less urgent in sms.1: targets worth %v units of 20, want [17 3]", got)
+		}
+		urgentLines := l.InGroup(groups[0]).Lines(throttle.LinesConfig{})
+		for _, id := range urgent {
+			if err := urgentLines.Drop(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if targets, err = b.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := units(targets); !slices.Equal(got, []int64{1, 19}) {
+			t.Errorf("the urgent tasks gone: targets worth %v units of 20, want [1 19]", got)
 		}
 	})
 }
