@@ -12,7 +12,7 @@ import (
 )
 
 // release010 is the commit of Sluice 0.1.0 (CHANGELOG.md), whose workers
-// and producers TestRollingUpgrade runs beside this version's.
+// and producers TestUpgradeFrom010 runs beside this version's.
 const release010 = "bc154264e97aaf3a45aab7cd549df9309ceec486"
 
 // errNoGit says that the tests do not run in a git checkout (a source

@@ -137,9 +137,13 @@ func upgradeBinaries(t *testing.T) (rel, enqueueBin, adminBin string) {
 // naming them, and wrote no layout.
 func checkRefusedBeside(t *testing.T, rdb redis.UniversalClient, early *workerProc, old []*workerProc) {
 	t.Helper()
-	<-early.done
+	select {
+	case <-early.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a worker started beside 0.1.0's still runs after 30 s: it did not refuse")
+	}
 	logs := early.logs.String()
-	if early.err == nil || !strings.Contains(logs, "an older worker serves these queues") ||
+	if early.err == nil || !strings.Contains(logs, "no worker of this version") ||
 		!strings.Contains(logs, "pid "+strconv.Itoa(old[0].cmd.Process.Pid)) {
 		t.Errorf("a worker started beside 0.1.0's (exit %v) did not refuse naming them:\n%s", early.err, logs)
 	}

@@ -6,7 +6,8 @@ unlike waiting.lua, it reads no share counts and replies no flow.
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 KEYS[4..]  the class's keys (lua.LinesSettings.ClassKeys)
 ARGV[7]  the class
-ARGV[8]  at most this many flows per level, ready and blocked each
+ARGV[8]  at most this many flows in all, the most urgent first (those
+         past it count for nothing)
 
 Reply: {0, 0, -1, 0, then for levels 1 to 5 the sum of the weights of
 the level's flows, ready or blocked, with tasks in line (a flow whose
@@ -22,27 +23,28 @@ local flows = {}
 for level = 1, levels do
   flows[level] = redis.call('ZRANGE', kready(class, level), 0, atMost - 1)
 end
-for _, m in ipairs(redis.call('ZRANGE', kblocked(class), 0, atMost * levels - 1)) do
+for _, m in ipairs(redis.call('ZRANGE', kblocked(class), 0, atMost - 1)) do
   local level, tenant = string.match(m, '^(%d):(.*)$')
   level = tonumber(level)
   if level and level >= 1 and level <= levels then
     table.insert(flows[level], tenant)
   end
 end
-local r = {0, 0, -1, 0}
+local r, left = {0, 0, -1, 0}, atMost
 for level = 1, levels do
   local sum, fields, tenants = 0, {}, flows[level]
-  for i, tenant in ipairs(tenants) do
-    fields[i] = field('w', level, tenant)
+  for i = 1, math.min(#tenants, left) do
+    fields[i] = field('w', level, tenants[i])
   end
+  left = left - #fields
   local weights = {}
   for i = 1, #fields, 1000 do -- unpack takes a few thousand values at most
     for _, w in ipairs(redis.call('HMGET', kflows(class), unpack(fields, i, math.min(i + 999, #fields)))) do
       weights[#weights + 1] = w
     end
   end
-  for i, tenant in ipairs(tenants) do
-    local from = lineOf(tenant)
+  for i = 1, #fields do
+    local from = lineOf(tenants[i])
     if redis.call('ZLEXCOUNT', kline(class, level), '[' .. from, '(' .. from .. '\255') > 0 then
       sum = sum + (tonumber(weights[i]) or 1)
     end

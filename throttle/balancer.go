@@ -105,14 +105,15 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 // that waits in any group share what the less urgent ones' reserves
 // leave, by the sum of their weights in each group; each less urgent
 // priority waiting anywhere gets DefaultReserve percent, by its own
-// weights (docs/SCALING.md, "Targets").
+// weights (docs/SCALING.md, "Targets"): the lines' reserve, which the
+// workers leave at its default.
 func (b *Balancer) demand(ctx context.Context) ([]float64, error) {
 	byLevel := make([][]float64, len(b.groups))
 	total := make([]float64, LeastUrgent)
 	for i, ls := range b.lines {
 		w, err := ls.Demand(ctx, b.class)
 		if err != nil {
-			return nil, fmt.Errorf("throttle: balance %s: %w", b.class, err)
+			return nil, err
 		}
 		for l, x := range w {
 			total[l] += x
@@ -134,7 +135,7 @@ func (b *Balancer) demand(ctx context.Context) ([]float64, error) {
 			weight = 1
 			for _, x := range total[top+1:] {
 				if x > 0 {
-					weight -= reserve
+					weight = max(0, weight-reserve)
 				}
 			}
 		}

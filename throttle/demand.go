@@ -8,9 +8,10 @@ import (
 
 // Demand returns, for each priority from MostUrgent to LeastUrgent, the
 // sum of the weights of the flows of class (a task type) in the lines'
-// group that have tasks in line, ready or blocked, at most MaxFlows of
-// each: what the balancer reads of a group (lua/demand.lua). It only
-// reads, one script call, and none of the share counts Waiting reads.
+// group that have tasks in line, ready or blocked: at most MaxFlows flows,
+// the most urgent first, as Waiting. What the balancer reads of a group
+// (lua/demand.lua); it only reads, one script call, and none of the share
+// counts Waiting reads.
 func (ls *Lines) Demand(ctx context.Context, class string) ([]float64, error) {
 	if ls.l.err != nil {
 		return nil, ls.l.err

@@ -397,7 +397,7 @@ func (s *Server) watchLayout(ctx context.Context, stop context.CancelCauseFunc, 
 			s.logger.Debug("could not read the layout", "err", err)
 		}
 		if err := layout.CheckOlder(ctx, s.rdb, s.prefix, s.queues); errors.Is(err, layout.ErrOlder) {
-			s.logger.Error("a worker of another version serves this worker's queues: stop it", "err", err)
+			s.logger.Error("an asynq server that is no worker of this version serves this worker's queues: stop it", "err", err)
 		}
 	}
 }
@@ -409,7 +409,7 @@ func (s *Server) watchLayout(ctx context.Context, stop context.CancelCauseFunc, 
 // serves one of its queues.
 func (s *Server) CheckLayout(ctx context.Context) error {
 	if err := layout.CheckOlder(ctx, s.rdb, s.prefix, s.queues); err != nil {
-		return err
+		return fmt.Errorf("%w; stop them before starting this version (docs/SCALING.md, \"From 0.1.0\")", err)
 	}
 	return layout.Ensure(ctx, s.rdb, s.prefix, s.layout)
 }

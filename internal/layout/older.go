@@ -17,8 +17,8 @@ import (
 // ErrOlder is returned, wrapped, when an asynq server that is no worker
 // of this version serves a queue a worker would: a worker of Sluice
 // 0.1.0, whose fair lines this version does not read (docs/SCALING.md,
-// "From 0.1.0").
-var ErrOlder = errors.New("an older worker serves these queues")
+// "From 0.1.0"), or another application's.
+var ErrOlder = errors.New("an asynq server that is no worker of this version (one of Sluice 0.1.0, or another application's) serves these queues")
 
 // PresenceID returns a new worker's presence id: its host and process, as
 // asynq registers its server, and a random part.
@@ -37,21 +37,30 @@ func host() string {
 
 // CheckOlder returns an error wrapping ErrOlder, naming each, when an
 // asynq server serves one of queues from a process in which no worker is
-// present under prefix (Present, with a PresenceID).
+// present under prefix (Present, with a PresenceID). The workers present
+// are read before and after the servers: a worker says it runs before
+// its server starts and stops saying so after its server stops, so one
+// of the two reads sees it.
 func CheckOlder(ctx context.Context, rdb redis.UniversalClient, prefix string, queues []string) error {
-	present, err := Running(ctx, rdb, prefix)
-	if err != nil {
+	ours := map[string]bool{}
+	readPresent := func() error {
+		present, err := Running(ctx, rdb, prefix)
+		for _, id := range present {
+			if i := strings.LastIndexByte(id, '/'); i > 0 {
+				ours[id[:i]] = true
+			}
+		}
 		return err
 	}
-	ours := map[string]bool{}
-	for _, id := range present {
-		if i := strings.LastIndexByte(id, '/'); i > 0 {
-			ours[id[:i]] = true
-		}
+	if err := readPresent(); err != nil {
+		return err
 	}
 	servers, err := asynq.NewInspectorFromRedisClient(rdb).Servers()
 	if err != nil {
 		return fmt.Errorf("look for older workers: %w", err)
+	}
+	if err := readPresent(); err != nil {
+		return err
 	}
 	var older []string
 	for _, s := range servers {
@@ -72,8 +81,7 @@ func CheckOlder(ctx context.Context, rdb redis.UniversalClient, prefix string, q
 	}
 	if len(older) > 0 {
 		slices.Sort(older)
-		return fmt.Errorf("%w (%s): stop the workers of Sluice 0.1.0 before starting this version (docs/SCALING.md, \"From 0.1.0\")",
-			ErrOlder, strings.Join(older, "; "))
+		return fmt.Errorf("%w: %s", ErrOlder, strings.Join(older, "; "))
 	}
 	return nil
 }
