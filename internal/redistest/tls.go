@@ -38,7 +38,7 @@ const SluiceUser = "sluice"
 const SluiceACL = "resetkeys ~sluice:* ~asynq:* resetchannels &asynq:* &sluice:* -@all " +
 	"+ping +hello +eval +evalsha +multi +exec +time +info +publish +subscribe +type " +
 	"+get +set +setex +del +exists +expire +expireat +pexpire +pttl +incr " +
-	"+hget +hmget +hgetall +hset +hdel +hexists +lpush +rpush +lpop +lindex +llen +lrange +lpos +lrem +rpoplpush +sadd +srem +smembers +sismember " +
+	"+hget +hmget +hgetall +hvals +hset +hdel +hexists +lpush +rpush +lpop +lindex +llen +lrange +lpos +lrem +rpoplpush +sadd +srem +smembers +sismember " +
 	"+zadd +zrem +zcard +zcount +zlexcount +zscore +zrange +zrevrange +zrangebyscore +zremrangebyscore +zremrangebyrank"
 
 // TLS is a redis-server of a test's own that listens only for TLS on
