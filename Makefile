@@ -56,7 +56,9 @@ bench:
 # BenchmarkLineSpan, a denial in the first come, first served line with
 # and without the search's span count; BenchmarkIdleQueues, what an idle
 # worker costs its Redis per queue it serves; BenchmarkShardsDrain, a
-# drain's Redis CPU per master with 1 and 3 shards (docs/SCALING.md).
+# drain's Redis CPU per master with 1 and 3 shards, and BenchmarkCLIDrain,
+# the same drain through `enqueue bulk` and two `worker` processes
+# (docs/SCALING.md).
 bench-go:
 	$(GO) test -run '^$$' -bench '^Benchmark(Allow|MemoryPerUnit)$$' -benchtime 2s ./throttle
 	cd bench && $(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
@@ -66,3 +68,4 @@ bench-go:
 	$(GO) test -run '^$$' -bench LineSpan -count 3 ./throttle
 	$(GO) test -run '^$$' -bench IdleQueues -benchtime 1x ./worker
 	$(GO) test -run '^$$' -bench ShardsDrain -benchtime 1x -timeout 20m ./worker
+	$(GO) test -run '^$$' -bench CLIDrain -benchtime 1x -timeout 10m ./integration_test

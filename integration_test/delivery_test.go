@@ -69,11 +69,11 @@ const (
 	rejectedNumber  = "+15550000400"
 )
 
-func newSMSSink(t *testing.T) *smsSink { return newSlowSMSSink(t, 0) }
+func newSMSSink(t testing.TB) *smsSink { return newSlowSMSSink(t, 0) }
 
 // newSlowSMSSink returns a sink that holds each request for hold before it
 // answers: a worker killed meanwhile has sends in flight.
-func newSlowSMSSink(t *testing.T, hold time.Duration) *smsSink {
+func newSlowSMSSink(t testing.TB, hold time.Duration) *smsSink {
 	s := &smsSink{notified: make(chan struct{}, 1), hold: hold}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ ID, Tenant, To, Body string }
@@ -151,7 +151,7 @@ type workerProc struct {
 // startWorkers starts n worker processes with args. The tests send SMS
 // only: a worker whose args choose no email provider logs email
 // (--email-log), since a worker without one does not start.
-func startWorkers(t *testing.T, n int, args ...string) []*workerProc {
+func startWorkers(t testing.TB, n int, args ...string) []*workerProc {
 	t.Helper()
 	bin, err := buildWorker()
 	if err != nil {
@@ -162,7 +162,7 @@ func startWorkers(t *testing.T, n int, args ...string) []*workerProc {
 
 // startWorkersOf starts n processes of the worker binary bin, as
 // startWorkers does.
-func startWorkersOf(t *testing.T, bin string, n int, args ...string) []*workerProc {
+func startWorkersOf(t testing.TB, bin string, n int, args ...string) []*workerProc {
 	t.Helper()
 	if !slices.Contains(args, "--email-log") && !slices.Contains(args, "--smtp-addr") {
 		args = append(slices.Clip(args), "--email-log")
@@ -189,7 +189,7 @@ func startWorkersOf(t *testing.T, bin string, n int, args ...string) []*workerPr
 	return procs
 }
 
-func writePolicies(t *testing.T, text string) string {
+func writePolicies(t testing.TB, text string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "policies.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {

@@ -37,7 +37,7 @@ import (
 
 // waitFor polls cond until it holds, and fails t when it does not within d.
 // what names the wait in the failure. A value on notified polls at once.
-func waitFor(t *testing.T, d time.Duration, what string, notified <-chan struct{}, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, notified <-chan struct{}, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -125,7 +125,7 @@ func waitServing(t *testing.T, rdb redis.UniversalClient, procs ...*workerProc) 
 // stopWorkers stops procs with SIGTERM, as an operator would, and fails t
 // unless each exits cleanly within 15 s: a worker that crashed during the
 // fault has exited already, with an error.
-func stopWorkers(t *testing.T, procs ...*workerProc) {
+func stopWorkers(t testing.TB, procs ...*workerProc) {
 	t.Helper()
 	for i, p := range procs {
 		select {
@@ -231,7 +231,7 @@ func densest(rs []receipt, w time.Duration) string {
 // for its tenant, with the task's ID as Idempotency-Key, and nothing else.
 // It returns how many requests were repeats of a task already delivered;
 // again, unless nil, says which tasks may arrive more than once.
-func checkDelivered(t *testing.T, rs []receipt, want map[string]string, again map[string]bool) (repeats int) {
+func checkDelivered(t testing.TB, rs []receipt, want map[string]string, again map[string]bool) (repeats int) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, r := range rs {

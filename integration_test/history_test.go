@@ -1,6 +1,9 @@
 package integration_test
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,7 +32,7 @@ func stopRest(t *testing.T, procs []*workerProc, firstStopped bool) {
 // the Redis time its entries stand at (docs/SCALING.md, "The history
 // checker"). It fails t on a window over its limit, or when the workers
 // recorded fewer admissions than sends (at least).
-func checkHistory(t *testing.T, sends int, procs ...*workerProc) {
+func checkHistory(t testing.TB, sends int, procs ...*workerProc) {
 	t.Helper()
 	var h history.History
 	for _, p := range procs {
@@ -44,5 +47,19 @@ func checkHistory(t *testing.T, sends int, procs ...*workerProc) {
 	for _, o := range overs {
 		t.Errorf("the record holds %d entries of %s in (%d, %d] µs, over its limit of %d: %v", o.Held, o.Key, o.From, o.To, o.Limit, o.Tasks)
 	}
-	t.Logf("the record: %d admissions; the fullest window of each log: %v", h.Admissions(), fullest)
+	t.Logf("the record: %d admissions; the fullest window of each log: %s", h.Admissions(), fullestText(fullest))
+}
+
+// fullestText is the fullest window of each log, key: held/limit, the
+// first 12 keys in order and how many more.
+func fullestText(fullest map[string]string) string {
+	keys := slices.Sorted(maps.Keys(fullest))
+	var parts []string
+	for _, k := range keys[:min(len(keys), 12)] {
+		parts = append(parts, k+": "+fullest[k])
+	}
+	if len(keys) > 12 {
+		parts = append(parts, fmt.Sprintf("and %d more", len(keys)-12))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -172,7 +172,7 @@ func moveDemand(t *testing.T, ctx context.Context, c *redistest.ReplicatedCluste
 
 // checkProviderWindows fails t when the provider saw more than tenantMax
 // sends of one tenant, or globalMax in all, in one window.
-func checkProviderWindows(t *testing.T, rs []receipt, window time.Duration, tenantMax, globalMax int) {
+func checkProviderWindows(t testing.TB, rs []receipt, window time.Duration, tenantMax, globalMax int) {
 	t.Helper()
 	var all []time.Time
 	byTenant := map[string][]time.Time{}
