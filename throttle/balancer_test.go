@@ -24,16 +24,7 @@ func TestBalancerFollowsDemand(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx := context.Background()
-		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1}
-		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
-		groups := []string{"sms.0", "sms.1"}
-		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Step(ctx); err != nil {
-			t.Fatal(err)
-		}
+		b, rule, checks, groups := twoGroups(t, l, time.Second)
 		for i, g := range groups {
 			lines := l.InGroup(g).Lines(throttle.LinesConfig{})
 			var parked []string
@@ -126,6 +117,23 @@ func TestBalancerFloor(t *testing.T) {
 	})
 }
 
+// twoGroups returns a Balancer of class sms over groups sms.0 and sms.1,
+// stepped once, of a global rule of 20 a window, and the lines' check of
+// it.
+func twoGroups(t *testing.T, l *throttle.Limiter, window time.Duration) (*throttle.Balancer, throttle.Check, []throttle.LineCheck, []string) {
+	t.Helper()
+	rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: window}, Cost: 1}
+	groups := []string{"sms.0", "sms.1"}
+	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return b, rule, []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}, groups
+}
+
 // TestBalancerReserve: with urgent tasks waiting in one group and less
 // urgent ones in the other, the less urgent keep their reserve across
 // groups: of a rule of 20 a second, each group's floor (one unit), then
@@ -138,16 +146,7 @@ func TestBalancerReserve(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx := context.Background()
-		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Hour}, Cost: 1}
-		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
-		groups := []string{"sms.0", "sms.1"}
-		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Step(ctx); err != nil {
-			t.Fatal(err)
-		}
+		b, _, checks, groups := twoGroups(t, l, time.Hour)
 		var urgent []string
 		for i, g := range groups {
 			lines := l.InGroup(g).Lines(throttle.LinesConfig{})
