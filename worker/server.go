@@ -332,18 +332,25 @@ func (c Config) errorHandler() asynq.ErrorHandler {
 // finish. It also stops, returning an error matching producer.ErrLayout,
 // when Redis comes to name another layout or a change (admin layout).
 func (s *Server) Run(ctx context.Context) error {
-	if err := s.CheckEviction(ctx); err != nil {
+	// ctx done before the server started is a stop, not a failure.
+	early := func(err error) error {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
+	}
+	if err := s.CheckEviction(ctx); err != nil {
+		return early(err)
 	}
 	// Said before the layout is read, which admin layout reads after it
 	// marks a change: one of the two sees the other.
 	id := layout.PresenceID()
 	if err := layout.Present(ctx, s.rdb, s.prefix, id); err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return early(fmt.Errorf("worker: %w", err))
 	}
 	defer func() { _ = layout.Absent(context.WithoutCancel(ctx), s.rdb, s.prefix, id) }()
 	if err := s.CheckLayout(ctx); err != nil {
-		return err
+		return early(err)
 	}
 	if err := s.srv.Start(s.handler); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
