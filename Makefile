@@ -57,8 +57,9 @@ bench:
 # and without the search's span count; BenchmarkIdleQueues, what an idle
 # worker costs its Redis per queue it serves; BenchmarkShardsDrain, a
 # drain's Redis CPU per master with 1 and 3 shards, and BenchmarkCLIDrain,
-# the same drain through `enqueue bulk` and two `worker` processes
-# (docs/SCALING.md).
+# the same drain through `enqueue bulk` and two `worker` processes, and
+# BenchmarkWorkerBinary, one `worker` process's cost a task with and
+# without rules (docs/SCALING.md).
 bench-go:
 	$(GO) test -run '^$$' -bench '^Benchmark(Allow|MemoryPerUnit)$$' -benchtime 2s ./throttle
 	cd bench && $(GO) test -run '^$$' -bench FunctionVsScript -count 3 ./internal/bench
@@ -69,3 +70,4 @@ bench-go:
 	$(GO) test -run '^$$' -bench IdleQueues -benchtime 1x ./worker
 	$(GO) test -run '^$$' -bench ShardsDrain -benchtime 1x -timeout 20m ./worker
 	$(GO) test -run '^$$' -bench CLIDrain -benchtime 1x -timeout 10m ./integration_test
+	$(GO) test -run '^$$' -bench WorkerBinary -benchtime 1x -count 2 -timeout 10m ./integration_test

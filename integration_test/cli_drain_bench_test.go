@@ -63,7 +63,7 @@ func cliDrain(b *testing.B, c *redistest.ReplicatedCluster, shards int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	want := cliBulk(b, enqueueBin, c.URL(), prefix)
+	want := cliBulk(b, enqueueBin, c.URL(), prefix, cliTasks, cliTenants)
 	for _, q := range lay.TypeQueues("sms:send") {
 		if n := rdb.LLen(ctx, "asynq:{"+q+"}:pending").Val(); n < cliTasks/int64(2*shards) {
 			b.Fatalf("queue %s holds %d of the %d SMS: enqueue did not follow the layout of %d shards", q, n, cliTasks, shards)
@@ -107,11 +107,11 @@ tasks:
 	b.ReportMetric(float64(cliTasks-1)*slot.Seconds()/rs[len(rs)-1].At.Sub(rs[0].At).Seconds(), "paced")
 }
 
-// cliBulk writes the trial's SMS to a file, 10 for each tenant in turn,
-// and enqueues them with `enqueue bulk` (bin) given no queue, so that each
+// cliBulk writes tasks SMS to a file, for tenants tenants in turn, and
+// enqueues them with `enqueue bulk` (bin) given no queue, so that each
 // goes to its tenant's shard's queue; it returns the tenant of each task
 // by ID.
-func cliBulk(b *testing.B, bin, url, prefix string) map[string]string {
+func cliBulk(b *testing.B, bin, url, prefix string, tasks, tenants int) map[string]string {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "sms.jsonl")
 	f, err := os.Create(path)
@@ -120,9 +120,9 @@ func cliBulk(b *testing.B, bin, url, prefix string) map[string]string {
 	}
 	w := bufio.NewWriter(f)
 	want := map[string]string{}
-	for i := range cliTasks {
-		tenant := fmt.Sprintf("tenant-%03d", i%cliTenants)
-		id := fmt.Sprintf("%s-%d", tenant, i/cliTenants)
+	for i := range tasks {
+		tenant := fmt.Sprintf("tenant-%03d", i%tenants)
+		id := fmt.Sprintf("%s-%d", tenant, i/tenants)
 		line, _ := json.Marshal(map[string]string{"type": "sms", "tenant": tenant, "to": "+15551234567", "body": "hello", "id": id})
 		fmt.Fprintf(w, "%s\n", line)
 		want[id] = tenant
