@@ -179,8 +179,16 @@ func startWorkersOf(t testing.TB, bin string, n int, args ...string) []*workerPr
 		go func() { p.err = p.cmd.Wait(); close(p.done) }()
 		procs[i] = p
 		t.Cleanup(func() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
+			// SIGTERM first: a worker that stops cleanly leaves asynq's
+			// list of servers, where a killed one stays 10 s and makes the
+			// next test's workers on its queues refuse to start.
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(5 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
 			if t.Failed() {
 				t.Logf("worker %d logs:\n%s", i, p.logs)
 			}
