@@ -415,8 +415,10 @@ func (s *Server) watchLayout(ctx context.Context, stop context.CancelCauseFunc, 
 // layout.ErrOlder, and nothing written, when a worker of Sluice 0.1.0
 // serves one of its queues.
 func (s *Server) CheckLayout(ctx context.Context) error {
-	if err := layout.CheckOlder(ctx, s.rdb, s.prefix, s.queues); err != nil {
+	if err := layout.CheckOlder(ctx, s.rdb, s.prefix, s.queues); errors.Is(err, layout.ErrOlder) {
 		return fmt.Errorf("%w; stop them before starting this version (docs/SCALING.md, \"From 0.1.0\")", err)
+	} else if err != nil {
+		return err
 	}
 	return layout.Ensure(ctx, s.rdb, s.prefix, s.layout)
 }

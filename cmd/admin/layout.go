@@ -192,16 +192,7 @@ func (c *conn) noWorkers(ctx context.Context, from, to layout.Layout) error {
 	if err != nil {
 		return fmt.Errorf("look for running workers: %w", err)
 	}
-	queues := append(append(typeQueues(from), typeQueues(to)...), layout.Legacy)
-	var running []string
-	for _, s := range servers {
-		for q := range s.Queues {
-			if slices.Contains(queues, q) {
-				running = append(running, fmt.Sprintf("%s pid %d", s.Host, s.PID))
-				break
-			}
-		}
-	}
+	running := layout.Serving(servers, append(append(typeQueues(from), typeQueues(to)...), layout.Legacy))
 	switch {
 	case len(ids) > 0:
 		return fmt.Errorf("%d workers still run under this prefix: stop them first (a worker killed counts for %v)", len(ids), layout.PresenceFor)

@@ -62,11 +62,19 @@ func CheckOlder(ctx context.Context, rdb redis.UniversalClient, prefix string, q
 	if err := readPresent(); err != nil {
 		return err
 	}
-	var older []string
+	servers = slices.DeleteFunc(servers, func(s *asynq.ServerInfo) bool { return ours[s.Host+"/"+strconv.Itoa(s.PID)] })
+	if older := Serving(servers, queues); len(older) > 0 {
+		return fmt.Errorf("%w: %s", ErrOlder, strings.Join(older, "; "))
+	}
+	return nil
+}
+
+// Serving describes each of servers that serves one of queues, "host H
+// pid P serving Q1,Q2 since 15:04:05" (the queues it shares with
+// queues), sorted.
+func Serving(servers []*asynq.ServerInfo, queues []string) []string {
+	var out []string
 	for _, s := range servers {
-		if ours[s.Host+"/"+strconv.Itoa(s.PID)] {
-			continue
-		}
 		var shared []string
 		for q := range s.Queues {
 			if slices.Contains(queues, q) {
@@ -75,13 +83,10 @@ func CheckOlder(ctx context.Context, rdb redis.UniversalClient, prefix string, q
 		}
 		if len(shared) > 0 {
 			slices.Sort(shared)
-			older = append(older, fmt.Sprintf("host %s pid %d serving %s since %s",
+			out = append(out, fmt.Sprintf("host %s pid %d serving %s since %s",
 				s.Host, s.PID, strings.Join(shared, ","), s.Started.UTC().Format("15:04:05")))
 		}
 	}
-	if len(older) > 0 {
-		slices.Sort(older)
-		return fmt.Errorf("%w: %s", ErrOlder, strings.Join(older, "; "))
-	}
-	return nil
+	slices.Sort(out)
+	return out
 }
