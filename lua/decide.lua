@@ -43,6 +43,14 @@ note applies, and writes how far it proved the log full (docs/LIMITER.md,
 KEYS[i]      key of check i, i = 1 .. n (all in one hash slot)
 KEYS[n+i]    the frontier note of check i: its key with 'p' after the hash
              tag (read and written for a log check only)
+KEYS[2n+j]   the leases of the leased checks, if any (a log's key with 'e'
+             after the hash tag; docs/SCALING.md, "First come, first served
+             over shards"): such a check's limit is what its lease is worth
+             (lease_worth.lua); a caller that would be placed more than one
+             window ahead of now in it, or whose lease is worth less than
+             its cost, takes no place, is told to come back in a balancer
+             period, and adds 1 to field 'a' of each lease. A denial in
+             mode "1" adds 1 too.
 ARGV[1]      "1": record the admission when every check allows (Allow)
              "2": as "1", and a denied caller takes a place (line mode)
              (peek.lua: "0" record nothing, only look (Peek); "3" as "0",
@@ -144,7 +152,7 @@ end
 if mode == '1' or mode == '2' then
   local eligible = true
   for i = 1, n do
-    if ARGV[4 * i + 3] ~= 'sliding-log' or ARGV[4 * i + 2] ~= '1' then
+    if ARGV[4 * i + 3] ~= 'sliding-log' or ARGV[4 * i + 2] ~= '1' or limits[i] < 1 then
       eligible = false
       break
     end
@@ -154,7 +162,7 @@ if mode == '1' or mode == '2' then
     for i = 1, n do
       redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - ARGV[4 * i + 1])
       counts[i] = redis.call('ZCARD', KEYS[i])
-      if counts[i] >= tonumber(ARGV[4 * i]) then
+      if counts[i] >= limits[i] then
         room = false
       end
     end
@@ -206,7 +214,7 @@ if mode == '1' or mode == '2' then
     if plain then
       local denial, at, by = {0}, now, 0
       for i = 1, n do
-        local key, limit, window = KEYS[i], tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
+        local key, limit, window = KEYS[i], limits[i], tonumber(ARGV[4 * i + 1])
         local retry, reset = 0, 0
         if counts[i] >= limit then
           local e = redis.call('ZRANGE', key, counts[i] - limit, counts[i] - limit, 'WITHSCORES')
@@ -222,6 +230,7 @@ if mode == '1' or mode == '2' then
         denial[4 * i - 2], denial[4 * i - 1], denial[4 * i], denial[4 * i + 1] = retry == 0 and 1 or 0, counts[i], retry, reset
       end
       denial[4 * n + 2], denial[4 * n + 3], denial[4 * n + 4], denial[4 * n + 5] = at - now, by, 0, 0
+      asked()
       return denial
     end
   end
@@ -311,6 +320,28 @@ if at == now then
   return finish(1, 0, 0, 0, look and 0 or now)
 end
 
+-- Under a lease a place is made at most one window ahead, where the share
+-- of the day is known (docs/SCALING.md, "First come, first served over
+-- shards"): further, the caller takes none, asks again in a balancer
+-- period, and counts an ask.
+local far = nil
+for _, i in ipairs(logs) do
+  if leased[i] and at > now + windows[i] then
+    far = far or i
+    retries[i] = math.min(retries[i], leaseRetry)
+  end
+end
+if far then
+  if not look then
+    asked()
+  end
+  settle()
+  return finish(0, leaseRetry, far, 0, 0)
+end
+
+if mode == '1' then
+  asked()
+end
 if mode == '2' and #logs > 0 then
   for _, i in ipairs(logs) do
     local args = {}

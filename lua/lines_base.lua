@@ -105,12 +105,6 @@ local function declared(key)
   return declaredSet[key] == true
 end
 
--- leaseOf is the lease beside a log: its key with 'e' after the hash tag.
-local function leaseOf(log)
-  local tag = string.find(log, '}', 1, true)
-  return string.sub(log, 1, tag) .. 'e' .. string.sub(log, tag + 1)
-end
-
 -- rulesFrom reads flat, the rules as values six by six from index first,
 -- into tables: {key, limit, window, cost, algorithm, shared}. A leased
 -- rule (shared 2: a global rule split over shards, docs/SCALING.md) is

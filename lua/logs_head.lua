@@ -13,6 +13,40 @@ if #KEYS < 2 * n then
 end
 local counts = {} -- units of each check after pruning, places included
 
+-- #include lease_worth.lua
+
+-- limits[i]: the most units of check i in a window. A check whose lease
+-- is given after the notes (a global rule split over shards,
+-- docs/SCALING.md) is leased: leased[i] names the lease, and the limit is
+-- what the lease is worth here, never more than the rule's.
+local limits, leased = {}, {}
+for i = 1, n do
+  limits[i] = tonumber(ARGV[4 * i])
+end
+if #KEYS > 2 * n then
+  local given = {}
+  for k = 2 * n + 1, #KEYS do
+    given[KEYS[k]] = true
+  end
+  for i = 1, n do
+    local lease = leaseOf(KEYS[i])
+    if given[lease] then
+      leased[i] = lease
+      limits[i] = math.min(limits[i], leaseWorth(lease, limits[i]))
+    end
+  end
+end
+
+-- asked counts, in each leased check's lease, a caller refused without a
+-- place: the balancer's measure of the demand it cannot see in a log.
+local function asked()
+  for i = 1, n do
+    if leased[i] then
+      redis.call('HINCRBY', leased[i], 'a', 1)
+    end
+  end
+end
+
 -- newest[i]: the score of log check i's newest member, once read.
 local newest = {}
 

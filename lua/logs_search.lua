@@ -14,10 +14,9 @@ local function excl(x) return string.format('(%d', x) end
 -- end of the window's members, a time that always fits.
 local budget = 200
 
-local limits, windows, costs, algs = {}, {}, {}, {}
+local windows, costs, algs = {}, {}, {}
 local logs, counters = {}, {}
 for i = 1, n do
-  limits[i] = tonumber(ARGV[4 * i])
   windows[i] = tonumber(ARGV[4 * i + 1])
   costs[i] = tonumber(ARGV[4 * i + 2])
   algs[i] = ARGV[4 * i + 3]
@@ -63,6 +62,9 @@ end
 -- any member up to that one. It is read once for each count of the log.
 local tails, tailCounts = {}, {}
 local function tail(i)
+  if limits[i] < costs[i] then
+    return now + 2 ^ 40 -- a lease worth less than the cost: no time fits
+  end
   local idx = counts[i] - limits[i] + costs[i] - 1
   if idx < 0 then
     return now
@@ -171,6 +173,8 @@ local function earliest(i, from)
   local limit, window, cost = limits[i], windows[i], costs[i]
   if counts[i] + cost <= limit then
     return from
+  elseif limit < cost then
+    return tail(i)
   end
   -- With a member ahead of from, the search starts at the frontier.
   local nw, start, known = last(i), from, nil

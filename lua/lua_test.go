@@ -71,17 +71,20 @@ func TestNoLongScripts(t *testing.T) {
 }
 
 // TestLeaseParts: the scripts that read a lease divide by the same whole
-// as throttle.LeaseParts.
+// as throttle.LeaseParts, and send a caller refused a place back in
+// throttle.BalancePeriod.
 func TestLeaseParts(t *testing.T) {
 	t.Parallel()
-	want := strconv.Itoa(throttle.LeaseParts)
-	for _, name := range []string{"lease_worth.lua"} {
-		src, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(src), want) || strings.Contains(string(src), "1048576") {
-			t.Errorf("%s does not divide by %s, throttle.LeaseParts", name, want)
+	src, err := os.ReadFile("lease_worth.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"local leaseParts = " + strconv.Itoa(throttle.LeaseParts) + "\n",
+		"local leaseRetry = " + strconv.FormatInt(throttle.BalancePeriod.Microseconds(), 10) + "\n",
+	} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("lease_worth.lua lacks %q (throttle's constants)", strings.TrimSpace(want))
 		}
 	}
 }

@@ -20,6 +20,25 @@ const (
 	// DefaultRecoverAfter is how old a move left unsettled must be before
 	// a Balancer completes it (Leases.Recover).
 	DefaultRecoverAfter = 2 * time.Second
+
+	// BalancePeriod is how often the workers step a Balancer, and how
+	// soon a caller refused a place under a lease asks again
+	// (lua/lease_worth.lua holds it too).
+	BalancePeriod = 100 * time.Millisecond
+)
+
+// BalanceBy says where a Balancer reads each group's demand.
+type BalanceBy int
+
+const (
+	// BalanceByLines reads the fair lines' waiting flows, by weight and
+	// priority (Lines.Demand).
+	BalanceByLines BalanceBy = iota
+	// BalanceByPlaces reads, where callers are served first come, first
+	// served (AllowInLine), the places ahead in the leased rules' logs
+	// and the callers refused one (Leases.PlacesDemand), each a task of
+	// weight 1 at DefaultPriority.
+	BalanceByPlaces
 )
 
 // Balancer moves the shares of the leased rules of one class (a task
@@ -33,22 +52,32 @@ type Balancer struct {
 	class  string
 	groups []string
 	rules  []Check
-	lines  []*Lines
-	opened bool   // the pools of rules are open
-	owed   []bool // by group: a wake not sent yet, for a share that rose
+	by     BalanceBy
+	lines  []*Lines  // BalanceByLines: each group's lines
+	asks   [][]int64 // BalanceByPlaces: by group and rule, the asks last read; -1 none yet
+	opened bool      // the pools of rules are open
+	owed   []bool    // by group: a wake not sent yet, for a share that rose
 }
 
 // NewBalancer returns the Balancer of class's leased rules over groups,
 // on l's client and prefix. rules are the rules as the workers check them
 // (key, limit, window with the margin); groups the shards' groups, at
-// least two.
-func (l *Limiter) NewBalancer(class string, groups []string, rules []Check) (*Balancer, error) {
-	if len(groups) < 2 || len(rules) == 0 || class == "" {
-		return nil, fmt.Errorf("throttle: %w: a balancer needs a class, two groups or more, and a rule", ErrInvalidConfig)
+// least two; by, where it reads their demand.
+func (l *Limiter) NewBalancer(class string, groups []string, rules []Check, by BalanceBy) (*Balancer, error) {
+	if len(groups) < 2 || len(rules) == 0 || class == "" || (by != BalanceByLines && by != BalanceByPlaces) {
+		return nil, fmt.Errorf("throttle: %w: a balancer needs a class, two groups or more, a rule, and where to read demand", ErrInvalidConfig)
 	}
-	b := &Balancer{l: l, class: class, groups: slices.Clone(groups), rules: slices.Clone(rules), owed: make([]bool, len(groups))}
+	b := &Balancer{l: l, class: class, groups: slices.Clone(groups), rules: slices.Clone(rules), by: by, owed: make([]bool, len(groups))}
 	for _, g := range groups {
-		b.lines = append(b.lines, l.InGroup(g).Lines(LinesConfig{}))
+		if by == BalanceByLines {
+			b.lines = append(b.lines, l.InGroup(g).Lines(LinesConfig{}))
+			continue
+		}
+		asks := make([]int64, len(rules))
+		for i := range asks {
+			asks[i] = -1
+		}
+		b.asks = append(b.asks, asks)
 	}
 	return b, nil
 }
@@ -110,8 +139,8 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 func (b *Balancer) demand(ctx context.Context) ([]float64, error) {
 	byLevel := make([][]float64, len(b.groups))
 	total := make([]float64, LeastUrgent)
-	for i, ls := range b.lines {
-		w, err := ls.Demand(ctx, b.class)
+	for i := range b.groups {
+		w, err := b.weights(ctx, i)
 		if err != nil {
 			return nil, err
 		}
@@ -144,6 +173,32 @@ func (b *Balancer) demand(ctx context.Context) ([]float64, error) {
 		}
 	}
 	return parts, nil
+}
+
+// weights returns group i's demand: the sum of the waiting weights at
+// each priority, from MostUrgent to LeastUrgent.
+func (b *Balancer) weights(ctx context.Context, i int) ([]float64, error) {
+	if b.by == BalanceByLines {
+		return b.lines[i].Demand(ctx, b.class)
+	}
+	read, err := b.l.Leases().PlacesDemand(ctx, b.rules, b.groups[i])
+	if err != nil {
+		return nil, err
+	}
+	// A task waiting holds a place in, or asks of, every leased rule of
+	// its own: the most wanted rule counts its tasks.
+	var most int64
+	for r, d := range read {
+		asked := int64(0)
+		if last := b.asks[i][r]; last >= 0 && d.Asks >= last {
+			asked = d.Asks - last
+		}
+		b.asks[i][r] = d.Asks
+		most = max(most, d.Ahead+asked)
+	}
+	w := make([]float64, LeastUrgent)
+	w[DefaultPriority-1] = float64(most)
+	return w, nil
 }
 
 // floorUnits is the units each of n groups keeps of a rule of limit,

@@ -84,9 +84,9 @@ func TestBalancerFloor(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx := context.Background()
-		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Hour}, Cost: 1}
-		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
-		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule})
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Hour}, Cost: 1, Leased: true}
+		checks := []throttle.LineCheck{{Check: rule, Shared: true}}
+		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule}, throttle.BalanceByLines)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,16 +122,16 @@ func TestBalancerFloor(t *testing.T) {
 // it.
 func twoGroups(t *testing.T, l *throttle.Limiter, window time.Duration) (*throttle.Balancer, throttle.Check, []throttle.LineCheck, []string) {
 	t.Helper()
-	rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: window}, Cost: 1}
+	rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: window}, Cost: 1, Leased: true}
 	groups := []string{"sms.0", "sms.1"}
-	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule})
+	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, throttle.BalanceByLines)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return b, rule, []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}, groups
+	return b, rule, []throttle.LineCheck{{Check: rule, Shared: true}}, groups
 }
 
 // TestBalancerReserve: with urgent tasks waiting in one group and less
@@ -192,8 +192,8 @@ func TestBalancerClaim(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx := context.Background()
-		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1}
-		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule})
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1, Leased: true}
+		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule}, throttle.BalanceByLines)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,9 +240,9 @@ func TestBalancerWakesReceivers(t *testing.T) {
 	rdb, prefix := redistest.Client(t), redistest.Prefix(t)
 	ctx := context.Background()
 	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
-	rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1}
+	rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1, Leased: true}
 	groups := []string{"sms.0", "sms.1"}
-	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule})
+	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, throttle.BalanceByLines)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestBalancerWakesReceivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := l.InGroup(groups[0]).Lines(throttle.LinesConfig{})
-	checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
+	checks := []throttle.LineCheck{{Check: rule, Shared: true}}
 	for j := range 30 { // demand in the first group only
 		if _, err := lines.Arrive(ctx, throttle.Arrival{Class: "sms", Tenant: "acme", Queue: "q", ID: fmt.Sprint(j), Checks: checks}); err != nil {
 			t.Fatal(err)

@@ -116,13 +116,10 @@ func (l *Limiter) Lines(cfg LinesConfig) *Lines {
 
 // LineCheck is a Check of a task in line, and whether its key is shared
 // by several tenants (a rule of scope global): the fair share is of the
-// shared keys. A Leased check is shared, and a sliding log split over the
-// groups of a layout of shards: its limit in a group is what the group's
-// lease of it is worth (Leases; docs/SCALING.md).
+// shared keys. A Leased check is shared too.
 type LineCheck struct {
 	Check
 	Shared bool
-	Leased bool
 }
 
 // Arrival is a task at a worker, asking to be sent.
@@ -508,9 +505,6 @@ func (ls *Lines) rules(lc []LineCheck) ([]string, string, error) {
 		}
 		shared := b2i(c.Shared)
 		if c.Leased {
-			if c.Policy.Algorithm.String() != SlidingLog.String() {
-				return nil, "", fmt.Errorf("%w: key %s is leased, and only a sliding log can be", ErrInvalidPolicy, Quote(c.Key))
-			}
 			shared = 2
 		}
 		flat = append(flat, keys[i], strconv.Itoa(c.Policy.Limit), strconv.FormatInt(c.Policy.Window.Microseconds(), 10),

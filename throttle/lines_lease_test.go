@@ -53,8 +53,8 @@ func TestLinesLeasedExact(t *testing.T) {
 	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Second}, Cost: 1}
-		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Second}, Cost: 1, Leased: true}
+		checks := []throttle.LineCheck{{Check: rule, Shared: true}}
 		leases := l.Leases()
 		groups := []string{"sms.0", "sms.1"}
 		if _, err := leases.Open(ctx, rule); err != nil {
@@ -144,8 +144,8 @@ func TestRestampLeased(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx := context.Background()
-		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Second}, Cost: 1}
-		checks := []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Second}, Cost: 1, Leased: true}
+		checks := []throttle.LineCheck{{Check: rule, Shared: true}}
 		shard := l.InGroup("sms.0")
 		log, err := shard.RedisKey(rule.Key)
 		if err != nil {
@@ -182,7 +182,7 @@ func TestArrivalLeased(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx := context.Background()
-		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Hour}, Cost: 1}
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Hour}, Cost: 1, Leased: true}
 		leases := l.Leases()
 		if _, err := leases.Open(ctx, rule); err != nil {
 			t.Fatal(err)
@@ -194,7 +194,7 @@ func TestArrivalLeased(t *testing.T) {
 		var outcomes []throttle.Outcome
 		for i := range 6 {
 			turn, err := lines.Arrive(ctx, throttle.Arrival{Class: "sms", Tenant: fmt.Sprintf("t%d", i), Queue: "q", ID: fmt.Sprint(i),
-				Checks: []throttle.LineCheck{{Check: rule, Shared: true, Leased: true}}})
+				Checks: []throttle.LineCheck{{Check: rule, Shared: true}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,6 +25,14 @@ type Check struct {
 	// 1 to Policy.Limit. There is no default: 0 is an error (ErrInvalidCost),
 	// as it is for AllowN, so a forgotten Cost cannot pass unnoticed.
 	Cost int
+
+	// Leased marks a global rule split over the groups of a layout of
+	// shards (docs/SCALING.md): a sliding log whose limit in a group is
+	// what the group's lease of it is worth (Leases). In line, a caller
+	// is placed at most one window ahead in it; one that would be placed
+	// further, or whose lease is worth less than its cost, takes no place
+	// and is told to come back in BalancePeriod.
+	Leased bool
 }
 
 // MultiDecision is the outcome of AllowMulti.
@@ -133,7 +141,13 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 		args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, c.Policy.Algorithm.String())
 	}
 
-	reply, err := l.eval(ctx, withFrontiers(keys), args)
+	all := withFrontiers(keys)
+	for i, c := range checks {
+		if c.Leased {
+			all = append(all, leaseOf(keys[i]))
+		}
+	}
+	reply, err := l.eval(ctx, all, args)
 	if err != nil {
 		return fail(err)
 	}
@@ -182,6 +196,9 @@ func (l *Limiter) resolve(checks []Check) (keys []string, group string, err erro
 		}
 		if c.Cost < 1 || c.Cost > c.Policy.Limit {
 			return failCheck(c, fmt.Errorf("%w: cost %d is not 1 to the limit %d", ErrInvalidCost, c.Cost, c.Policy.Limit))
+		}
+		if c.Leased && c.Policy.Algorithm.String() != SlidingLog.String() {
+			return failCheck(c, fmt.Errorf("%w: a leased rule is a sliding log, not %s", ErrInvalidPolicy, c.Policy.Algorithm))
 		}
 		if i == 0 {
 			group = rk.group

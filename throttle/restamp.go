@@ -46,7 +46,7 @@ func (ls *Lines) Restamp(ctx context.Context, id string, checks []LineCheck, lat
 	for i, c := range all {
 		if c.Policy.Algorithm.String() == SlidingLog.String() {
 			logs, leases = append(logs, keys[i]), append(leases, leaseOf(keys[i]))
-			args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, b2i(checks[i].Leased))
+			args = append(args, c.Policy.Limit, c.Policy.Window.Microseconds(), c.Cost, b2i(c.Leased))
 		}
 	}
 	if len(logs) == 0 {

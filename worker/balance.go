@@ -12,9 +12,8 @@ import (
 // On more than one shard a global rule is leased to the shards, and the
 // leases follow demand (docs/SCALING.md, "Targets"): every worker tries to
 // claim the balancing of each task type, and the one holding the claim
-// steps that type's balancer every balanceEvery.
+// steps that type's balancer every throttle.BalancePeriod.
 const (
-	balanceEvery = 100 * time.Millisecond
 	// balanceClaim is how long a claim lasts unless renewed: a worker that
 	// stops leaves the balancing to another this late.
 	balanceClaim = time.Second
@@ -30,7 +29,7 @@ func (t *Throttle) runBalancers(ctx context.Context) {
 	var built *policies.Policies
 	var balancers []*throttle.Balancer
 	held := map[string]bool{} // the classes this worker balanced at its last step
-	ticker := time.NewTicker(balanceEvery)
+	ticker := time.NewTicker(throttle.BalancePeriod)
 	defer ticker.Stop()
 	for {
 		if cur := t.policies.Current(); cur != built {
@@ -70,7 +69,11 @@ func (t *Throttle) balancers(p *policies.Policies) []*throttle.Balancer {
 		if len(rules) == 0 {
 			continue
 		}
-		b, err := t.limiter.NewBalancer(typ, t.fair.layout.Groups(typ), rules)
+		by := throttle.BalanceByLines
+		if t.fair == nil {
+			by = throttle.BalanceByPlaces
+		}
+		b, err := t.limiter.NewBalancer(typ, t.layout.Groups(typ), rules, by)
 		if err != nil {
 			t.logger.Error("cannot balance the global rules of a task type: its shards keep the shares they have", "type", typ, "err", err)
 			continue

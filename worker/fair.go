@@ -88,7 +88,7 @@ func (f *fairLines) moveOne(ctx context.Context, g throttle.Grant) bool {
 // and, for now, on more than one shard, where each shard has lines of its
 // own (docs/SCALING.md, "Steps").
 func (t *Throttle) Lines() *throttle.Lines {
-	if t.fair == nil || t.leased {
+	if t.fair == nil || t.leased() {
 		return nil
 	}
 	return t.fair.group(throttle.DefaultGroup).lines
@@ -102,7 +102,7 @@ func (t *Throttle) AllLines() []*throttle.Lines {
 	if t.fair == nil {
 		return nil
 	}
-	if !t.leased {
+	if !t.leased() {
 		return []*throttle.Lines{t.Lines()}
 	}
 	var out []*throttle.Lines
@@ -128,26 +128,31 @@ const lineIdle = time.Second
 // RunLines gives the slots of the fair lines to parked tasks, and moves
 // them to the front of their queues, until ctx ends or Stop is called: a
 // dispatch loop per shard's lines, and on more than one shard the
-// balancing of the global rules' leases. It returns at once when the
-// Throttle serves tasks first come, first served (no
-// ThrottleConfig.QueueRedis, or FairnessOff). Server.Run runs it; a server
-// of your own should run it in a goroutine beside asynq.
+// balancing of the global rules' leases, first come, first served too.
+// It returns at once when there is neither: on one shard, first come,
+// first served (no ThrottleConfig.QueueRedis, or FairnessOff).
+// Server.Run runs it; a server of your own should run it in a goroutine
+// beside asynq.
 func (t *Throttle) RunLines(ctx context.Context) {
-	if t.fair == nil {
+	if t.fair == nil && !t.leased() {
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	t.fair.serve(func(f *fairLines) { wg.Go(func() { t.runLines(ctx, f) }) })
-	if t.leased {
+	if t.fair != nil {
+		t.fair.serve(func(f *fairLines) { wg.Go(func() { t.runLines(ctx, f) }) })
+	}
+	if t.leased() {
 		wg.Go(func() { t.runBalancers(ctx) })
 	}
 	select {
 	case <-ctx.Done():
 	case <-t.stopping:
 	}
-	t.fair.serve(nil)
+	if t.fair != nil {
+		t.fair.serve(nil)
+	}
 	cancel()
 	wg.Wait()
 }
@@ -249,10 +254,18 @@ func (t *Throttle) lineChecks(rules []policies.Applied) []throttle.LineCheck {
 	var checks []throttle.LineCheck
 	for _, ap := range rules {
 		if !ap.Shadow {
-			checks = append(checks, throttle.LineCheck{Check: ap.Check, Shared: ap.Shared, Leased: ap.Shared && t.leased})
+			checks = append(checks, throttle.LineCheck{Check: t.leasedCheck(ap), Shared: ap.Shared})
 		}
 	}
 	return checks
+}
+
+// leasedCheck is ap's check, marked Leased when it is a global rule
+// enforced and the layout has more than one shard.
+func (t *Throttle) leasedCheck(ap policies.Applied) throttle.Check {
+	c := ap.Check
+	c.Leased = ap.Shared && !ap.Shadow && t.leased()
+	return c
 }
 
 // entryRules gives a task parked at enqueue the weight and checks of the

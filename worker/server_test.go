@@ -158,8 +158,6 @@ func TestNewServerRefuses(t *testing.T) {
 			"worker: the queues leave out " + strings.Join(slices.Sorted(slices.Values([]string{layout.ShardName("email:send", 0, 2),
 				layout.ShardName("email:send", 1, 2), layout.ShardName("sms:send", 1, 2)})), ", ") +
 				", where producers put the tasks of layout shards=2: serve them too, or leave the queues to the worker"},
-		{"shards first come first served", func(c *worker.Config) { c.Shards, c.Fairness = 2, worker.FairnessOff },
-			"worker: 2 shards need the fair lines (FairnessOn and QueueRedis; the worker's --fairness on): first come, first served keeps every key in one group"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 )
 
 // shardLayout returns the layout cfg runs, refusing one it cannot: more
-// than one shard needs the fair lines, and policies whose global rules
-// can be leased, now and at every reload.
+// than one shard needs policies whose global rules can be leased, now and
+// at every reload.
 func shardLayout(cfg *ThrottleConfig, policyFile *policies.File) (layout.Layout, error) {
 	lay := layout.Layout{Shards: max(cfg.Shards, 1)}
 	if _, err := layout.Parse(lay.String()); err != nil {
@@ -20,9 +20,6 @@ func shardLayout(cfg *ThrottleConfig, policyFile *policies.File) (layout.Layout,
 	}
 	if lay.Shards == 1 {
 		return lay, nil
-	}
-	if cfg.Fairness != FairnessOn || cfg.QueueRedis == nil {
-		return lay, fmt.Errorf("worker: %d shards need the fair lines (FairnessOn and QueueRedis; the worker's --fairness on): first come, first served keeps every key in one group", lay.Shards)
 	}
 	if err := policyFile.Require(leasable); err != nil {
 		return lay, fmt.Errorf("worker: policies %s, under layout %s: %w", policyFile.Current().Source(), lay, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
 	"github.com/sluicehq/sluice/provider"
@@ -46,8 +47,8 @@ type Throttle struct {
 
 	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
 
-	fair   *shards // nil: first come, first served
-	leased bool    // global rules are leased to the shards: more than one
+	fair   *shards       // nil: first come, first served
+	layout layout.Layout // the shards; on more than one, global rules are leased
 
 	outage *throttle.Outage // logs the limiter going down and up, once each way
 	damage *damage          // Redis refusing calls: a damaged key, memory full
@@ -118,7 +119,7 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 	if err != nil {
 		return nil, err
 	}
-	t.leased = lay.Shards > 1
+	t.layout = lay
 	if cfg.Fairness == FairnessOn && cfg.QueueRedis != nil {
 		t.fair = newShards(lay, policyFile.Current(), t.linesOf(limiter, cfg, fetch))
 	}
@@ -135,7 +136,7 @@ func (t *Throttle) linesOf(limiter *throttle.Limiter, cfg *ThrottleConfig, fetch
 	}
 	return func(group string) *fairLines {
 		l := limiter
-		if t.leased {
+		if t.leased() {
 			l = limiter.InGroup(group)
 		}
 		// A granted task reaches a worker within an idle worker's fetch
@@ -145,6 +146,10 @@ func (t *Throttle) linesOf(limiter *throttle.Limiter, cfg *ThrottleConfig, fetch
 			nudge: make(chan struct{}, 1), idle: lineIdle}
 	}
 }
+
+// leased reports whether the layout has more than one shard, over which
+// the global rules are leased (docs/SCALING.md).
+func (t *Throttle) leased() bool { return t.layout.Shards > 1 }
 
 // Stop ends every wait in progress and every later one: waiting tasks go
 // back through the retry set at once, keeping their place in line, so that
@@ -192,7 +197,7 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		}
 		holdKey := t.holdKey(task.Type(), tenant)
 		rules := t.policies.Current().For(task.Type(), tenant)
-		admit := func() error { return t.admit(ctx, holdKey, task.Type(), tenant, rules) }
+		admit := func() error { return t.admit(ctx, holdKey, task.Type(), tenant, t.firstComeChecks(rules)) }
 		if t.fair != nil {
 			admit = func() error { return t.admitFair(ctx, task, holdKey, tenant, rules) }
 		}
@@ -273,7 +278,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 			return nil
 		}
 		asked := time.Now()
-		md, err := t.decide(ctx, id, checks)
+		md, err := t.decide(ctx, t.limiterOf(taskType, tenant), id, checks)
 		e := DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: md, Err: err, Latency: time.Since(asked),
 			FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen, At: md.At}
 		if err == nil && md.Allowed && len(shadow) > 0 {
@@ -384,12 +389,37 @@ func (t *Throttle) holdLeft(ctx context.Context, key string) (time.Duration, err
 	return t.holds.left(ctx, key, t.timeout)
 }
 
-// decide asks the limiter for checks within the decision timeout.
-func (t *Throttle) decide(ctx context.Context, id string, checks []throttle.Check) (throttle.MultiDecision, error) {
+// decide asks limiter for checks within the decision timeout.
+func (t *Throttle) decide(ctx context.Context, limiter *throttle.Limiter, id string, checks []throttle.Check) (throttle.MultiDecision, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	d, err := t.limiter.AllowInLine(ctx, id, checks)
+	d, err := limiter.AllowInLine(ctx, id, checks)
 	return d, timedOut(ctx, err)
+}
+
+// limiterOf is the limiter that decides, first come, first served, the
+// tasks of taskType for tenant: on more than one shard, that of their
+// shard's group (docs/SCALING.md, "First come, first served over
+// shards").
+func (t *Throttle) limiterOf(taskType, tenant string) *throttle.Limiter {
+	if !t.leased() {
+		return t.limiter
+	}
+	return t.limiter.InGroup(t.layout.Group(taskType, tenant))
+}
+
+// firstComeChecks are rules with each global rule's check marked Leased
+// on more than one shard.
+func (t *Throttle) firstComeChecks(rules []policies.Applied) []policies.Applied {
+	if !t.leased() {
+		return rules
+	}
+	out := make([]policies.Applied, len(rules))
+	for i, ap := range rules {
+		out[i] = ap
+		out[i].Check = t.leasedCheck(ap)
+	}
+	return out
 }
 
 // timedOut makes err, the error of a call made with ctx, match

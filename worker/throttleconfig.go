@@ -51,8 +51,7 @@ type ThrottleConfig struct {
 	// Shards is the number of shards of the layout the Throttle runs
 	// (docs/SCALING.md), at most layout.MaxShards: a task's rules and fair
 	// line live in its shard's limiter group, and a global rule is leased
-	// to the shards. 0 is 1, every key in one group. More than one needs
-	// FairnessOn and QueueRedis. A Server serves every shard's queues and
+	// to the shards. 0 is 1, every key in one group. A Server serves every shard's queues and
 	// writes the layout to Redis; the worker command chooses it (--shards).
 	Shards int
 

@@ -56,7 +56,7 @@ func newFlags() *flags {
 	fs.TextVar(&f.smtpStartTLS, "smtp-starttls", provider.StartTLSRequire, "STARTTLS `mode`: require, opportunistic (only if offered) or off")
 	f.concurrency = fs.Int("concurrency", worker.DefaultConcurrency, "tasks run at once in this process")
 	f.queues = fs.String("queues", "", "queues and priorities, `name=prio,...`; default: the queues of the task types the worker has a provider for, and default when it has both")
-	f.shards = fs.Int("shards", 0, fmt.Sprintf("shards of the layout, `N` from 1 to %d (docs/SCALING.md); 0: the layout Redis names, or when it names none one per master on a cluster, and 1 on a single Redis or Sentinel, with --queues or with --fairness off", layout.MaxShards))
+	f.shards = fs.Int("shards", 0, fmt.Sprintf("shards of the layout, `N` from 1 to %d (docs/SCALING.md); 0: the layout Redis names, or when it names none one per master on a cluster, and 1 on a single Redis or Sentinel, or with --queues", layout.MaxShards))
 	f.prefix = fs.String("prefix", throttle.DefaultPrefix, "prefix of the limiter's Redis keys")
 	f.checkInterval = fs.Duration("check-interval", worker.DefaultCheckInterval, "how often due retries move to their queue")
 	f.fetchInterval = fs.Duration("fetch-interval", worker.DefaultFetchInterval, "how often an idle worker looks for tasks in its empty queues")
@@ -117,9 +117,6 @@ func (f *flags) config(logger *slog.Logger) (worker.Config, error) {
 	default:
 		return worker.Config{}, cli.Usagef("--fairness %q: use on or off", *f.fairness)
 	}
-	if fairness == worker.FairnessOff && *f.shards > 1 {
-		return worker.Config{}, cli.Usagef("--shards %d needs --fairness on: first come, first served keeps every key in one group", *f.shards)
-	}
 	sms, email, err := f.providers(logger)
 	if err != nil {
 		return worker.Config{}, err
@@ -171,11 +168,10 @@ func (f *flags) layout(ctx context.Context, rdb redis.UniversalClient) (shards i
 }
 
 // askedShards returns the shards to ask layout.Choose for: --shards; or,
-// when it is 0 and Redis names no layout yet, 1 for --fairness off (first
-// come, first served keeps every key in one group) and for --queues (the
-// queues named by hand are where the producers put tasks, not a shard's).
+// when it is 0 and Redis names no layout yet, 1 for --queues (the queues
+// named by hand are where the producers put tasks, not a shard's).
 func (f *flags) askedShards(ctx context.Context, rdb redis.UniversalClient) int {
-	if *f.shards != 0 || (*f.fairness != "off" && *f.queues == "") {
+	if *f.shards != 0 || *f.queues == "" {
 		return *f.shards
 	}
 	if _, named, err := layout.Read(ctx, rdb, *f.prefix); err == nil && !named {

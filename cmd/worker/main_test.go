@@ -180,7 +180,6 @@ func TestStartupErrors(t *testing.T) {
 		{"no concurrency", []string{"--concurrency", "0"}, 2, "worker: --concurrency 0: must be at least 1\n"},
 		{"negative shards", []string{"--shards", "-1"}, 2, "worker: --shards -1: must be from 1 to 256, or 0 for the layout Redis names\n"},
 		{"too many shards", []string{"--shards", "257"}, 2, "worker: --shards 257: must be from 1 to 256, or 0 for the layout Redis names\n"},
-		{"shards first come first served", []string{"--shards", "2", "--fairness", "off"}, 2, "worker: --shards 2 needs --fairness on: first come, first served keeps every key in one group\n"},
 		{"zero provider hold cap", []string{"--max-provider-hold", "0s"}, 2, "worker: --max-provider-hold 0s: must be more than 0\n"},
 		{"negative provider hold cap", []string{"--max-provider-hold", "-1m"}, 2, "worker: --max-provider-hold -1m0s: must be more than 0\n"},
 		{"bad provider hold", []string{"--provider-hold", "everyone"}, 2, `worker: --provider-hold "everyone": use account or tenant` + "\n"},
