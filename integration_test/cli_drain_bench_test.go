@@ -31,7 +31,8 @@ const (
 // BenchmarkCLIDrain drains issue 29's trial through the commands as a
 // user runs them, on a three-master cluster of its own (a replica each):
 // `enqueue bulk` puts the SMS in Redis, two `worker` processes send them
-// to an HTTP provider the benchmark runs, at one shard and at three. It
+// to an HTTP provider the benchmark runs, at one shard and at three,
+// through the fair lines and first come, first served. It
 // reports each master's Redis CPU during the drain, the busiest over the
 // mean (the issue's "done when": at most 1.3 with shards), the CPU of all
 // masters a task, the utilization from the workers' start and the paced
@@ -40,18 +41,21 @@ const (
 // holds no window over (the global rule's summed over the shards). One
 // iteration a case: run with -benchtime 1x.
 func BenchmarkCLIDrain(b *testing.B) {
-	for _, shards := range []int{1, 3} {
-		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
-			c := redistest.StartReplicatedCluster(b)
-			for b.Loop() {
-				cliDrain(b, c, shards)
-			}
-		})
+	for _, fairness := range []string{"on", "off"} {
+		for _, shards := range []int{1, 3} {
+			b.Run(fmt.Sprintf("fairness=%s/shards=%d", fairness, shards), func(b *testing.B) {
+				c := redistest.StartReplicatedCluster(b)
+				for b.Loop() {
+					cliDrain(b, c, shards, fairness)
+				}
+			})
+		}
 	}
 }
 
-// cliDrain is one drain of BenchmarkCLIDrain on c.
-func cliDrain(b *testing.B, c *redistest.ReplicatedCluster, shards int) {
+// cliDrain is one drain of BenchmarkCLIDrain on c, with the workers'
+// --fairness.
+func cliDrain(b *testing.B, c *redistest.ReplicatedCluster, shards int, fairness string) {
 	rdb := c.Client(b)
 	ctx := context.Background()
 	prefix := "sluice:" + redistest.Prefix(b)
@@ -84,13 +88,16 @@ tasks:
 	cpu0 := cliCPU(b, masters)
 	start := time.Now()
 	procs := startWorkers(b, 2, "--redis", c.URL(), "--policies", policyFile, "--sms-webhook", sink.srv.URL,
-		"--prefix", prefix, "--concurrency", "20", "--log-level", "debug", "--shards", strconv.Itoa(shards))
+		"--prefix", prefix, "--concurrency", "20", "--log-level", "debug", "--shards", strconv.Itoa(shards), "--fairness", fairness)
 	waitFor(b, 2*time.Minute, "every SMS at the provider", sink.notified, func() bool { return len(sink.receipts()) >= cliTasks })
 	took := time.Since(start)
 	cpu1 := cliCPU(b, masters)
 	stopWorkers(b, procs...)
 
 	rs := sink.receipts()
+	if os.Getenv("SLUICE_BENCH_BINS") != "" {
+		logDrain(b, rs, start, masters)
+	}
 	checkDelivered(b, rs, want, nil)
 	checkHistory(b, len(rs), procs...)
 	var total, busiest float64
@@ -160,4 +167,30 @@ func cliCPU(b *testing.B, masters []*redis.Client) []float64 {
 		}
 	}
 	return out
+}
+
+// logDrain logs the sends in each 250 ms of a drain (the pace is 71.4)
+// and each master's script calls, for SLUICE_BENCH_BINS=1.
+func logDrain(b *testing.B, rs []receipt, start time.Time, masters []*redis.Client) {
+	bins := map[int]int{}
+	last := int(rs[len(rs)-1].At.Sub(rs[0].At) / (250 * time.Millisecond))
+	for _, r := range rs {
+		bins[int(r.At.Sub(rs[0].At)/(250*time.Millisecond))]++
+	}
+	line := make([]string, last+1)
+	for i := range line {
+		line[i] = strconv.Itoa(bins[i])
+	}
+	b.Logf("sends a 250 ms: %s (the first %v after the workers' start)", strings.Join(line, " "), rs[0].At.Sub(start).Round(time.Millisecond))
+	for i, m := range masters {
+		st, err := m.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for l := range strings.Lines(st) {
+			if strings.HasPrefix(l, "cmdstat_evalsha:") {
+				b.Logf("master %d: %s", i+1, strings.TrimSpace(l))
+			}
+		}
+	}
 }

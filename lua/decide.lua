@@ -48,9 +48,8 @@ KEYS[2n+j]   the leases of the leased checks, if any (a log's key with 'e'
              over shards"): such a check's limit is what its lease is worth
              (lease_worth.lua); a caller that would be placed more than one
              window ahead of now in it, or whose lease is worth less than
-             its cost, takes no place, is told to come back in a balancer
-             period, and adds 1 to field 'a' of each lease. A denial in
-             mode "1" adds 1 too.
+             its cost, takes no place, and is told to come back in a
+             balancer period.
 ARGV[1]      "1": record the admission when every check allows (Allow)
              "2": as "1", and a denied caller takes a place (line mode)
              (peek.lua: "0" record nothing, only look (Peek); "3" as "0",
@@ -230,7 +229,6 @@ if mode == '1' or mode == '2' then
         denial[4 * i - 2], denial[4 * i - 1], denial[4 * i], denial[4 * i + 1] = retry == 0 and 1 or 0, counts[i], retry, reset
       end
       denial[4 * n + 2], denial[4 * n + 3], denial[4 * n + 4], denial[4 * n + 5] = at - now, by, 0, 0
-      asked()
       return denial
     end
   end
@@ -322,8 +320,8 @@ end
 
 -- Under a lease a place is made at most one window ahead, where the share
 -- of the day is known (docs/SCALING.md, "First come, first served over
--- shards"): further, the caller takes none, asks again in a balancer
--- period, and counts an ask.
+-- shards"): further, the caller takes none, and asks again in a balancer
+-- period.
 local far = nil
 for _, i in ipairs(logs) do
   if leased[i] and at > now + windows[i] then
@@ -332,16 +330,10 @@ for _, i in ipairs(logs) do
   end
 end
 if far then
-  if not look then
-    asked()
-  end
   settle()
   return finish(0, leaseRetry, far, 0, 0)
 end
 
-if mode == '1' then
-  asked()
-end
 if mode == '2' and #logs > 0 then
   for _, i in ipairs(logs) do
     local args = {}

@@ -37,16 +37,6 @@ if #KEYS > 2 * n then
   end
 end
 
--- asked counts, in each leased check's lease, a caller refused without a
--- place: the balancer's measure of the demand it cannot see in a log.
-local function asked()
-  for i = 1, n do
-    if leased[i] then
-      redis.call('HINCRBY', leased[i], 'a', 1)
-    end
-  end
-end
-
 -- newest[i]: the score of log check i's newest member, once read.
 local newest = {}
 

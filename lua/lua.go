@@ -54,9 +54,5 @@ var LeaseGive = redis.NewScript(load("lease_give.lua"))
 // LeaseTake is the second step, once per move: see lease_take.lua.
 var LeaseTake = redis.NewScript(load("lease_take.lua"))
 
-// LeaseDemand reads what first-come-first-served callers want of a
-// group's leased rules: see lease_demand.lua.
-var LeaseDemand = redis.NewScript(load("lease_demand.lua"))
-
 // Claim takes or renews a role one process plays at a time: see claim.lua.
 var Claim = redis.NewScript(load("claim.lua"))

@@ -27,19 +27,12 @@ const (
 	BalancePeriod = 100 * time.Millisecond
 )
 
-// BalanceBy says where a Balancer reads each group's demand.
-type BalanceBy int
-
-const (
-	// BalanceByLines reads the fair lines' waiting flows, by weight and
-	// priority (Lines.Demand).
-	BalanceByLines BalanceBy = iota
-	// BalanceByPlaces reads, where callers are served first come, first
-	// served (AllowInLine), the places ahead in the leased rules' logs
-	// and the callers refused one (Leases.PlacesDemand), each a task of
-	// weight 1 at DefaultPriority.
-	BalanceByPlaces
-)
+// A DemandFunc returns what waits in group: for each priority from
+// MostUrgent to LeastUrgent, the sum of the weights of what waits there
+// (Lines.Demand's reply). Where no fair lines run, the caller knows what
+// waits: a worker serving first come, first served counts its shard's
+// queue (docs/SCALING.md, "First come, first served over shards").
+type DemandFunc func(ctx context.Context, group string) ([]float64, error)
 
 // Balancer moves the shares of the leased rules of one class (a task
 // type) between the groups of a layout of shards by demand: the pool's
@@ -52,32 +45,27 @@ type Balancer struct {
 	class  string
 	groups []string
 	rules  []Check
-	by     BalanceBy
-	lines  []*Lines  // BalanceByLines: each group's lines
-	asks   [][]int64 // BalanceByPlaces: by group and rule, the asks last read; -1 none yet
-	opened bool      // the pools of rules are open
-	owed   []bool    // by group: a wake not sent yet, for a share that rose
+	demand DemandFunc // nil: the lines' (Lines.Demand)
+	lines  []*Lines   // each group's lines, when demand is nil
+	opened bool       // the pools of rules are open
+	owed   []bool     // by group: a wake not sent yet, for a share that rose
 }
 
 // NewBalancer returns the Balancer of class's leased rules over groups,
 // on l's client and prefix. rules are the rules as the workers check them
 // (key, limit, window with the margin); groups the shards' groups, at
-// least two; by, where it reads their demand.
-func (l *Limiter) NewBalancer(class string, groups []string, rules []Check, by BalanceBy) (*Balancer, error) {
-	if len(groups) < 2 || len(rules) == 0 || class == "" || (by != BalanceByLines && by != BalanceByPlaces) {
-		return nil, fmt.Errorf("throttle: %w: a balancer needs a class, two groups or more, a rule, and where to read demand", ErrInvalidConfig)
+// least two; demand, what waits in a group: nil for the fair lines' (the
+// class's flows in each group's lines, which the Balancer wakes when
+// their share rises).
+func (l *Limiter) NewBalancer(class string, groups []string, rules []Check, demand DemandFunc) (*Balancer, error) {
+	if len(groups) < 2 || len(rules) == 0 || class == "" {
+		return nil, fmt.Errorf("throttle: %w: a balancer needs a class, two groups or more, and a rule", ErrInvalidConfig)
 	}
-	b := &Balancer{l: l, class: class, groups: slices.Clone(groups), rules: slices.Clone(rules), by: by, owed: make([]bool, len(groups))}
-	for _, g := range groups {
-		if by == BalanceByLines {
+	b := &Balancer{l: l, class: class, groups: slices.Clone(groups), rules: slices.Clone(rules), demand: demand, owed: make([]bool, len(groups))}
+	if demand == nil {
+		for _, g := range groups {
 			b.lines = append(b.lines, l.InGroup(g).Lines(LinesConfig{}))
-			continue
 		}
-		asks := make([]int64, len(rules))
-		for i := range asks {
-			asks[i] = -1
-		}
-		b.asks = append(b.asks, asks)
 	}
 	return b, nil
 }
@@ -90,7 +78,7 @@ func (b *Balancer) Class() string { return b.class }
 // the groups that received. It returns the shares each group of b's
 // groups wants now, by rule, in the order of NewBalancer's.
 func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
-	demand, err := b.demand(ctx)
+	demand, err := b.parts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -129,14 +117,14 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 	return targets, errors.Join(errs...)
 }
 
-// demand returns each group's part of the demand, the parts summing to 1,
+// parts returns each group's part of the demand, the parts summing to 1,
 // or nil when nothing waits: the flows waiting at the most urgent priority
 // that waits in any group share what the less urgent ones' reserves
 // leave, by the sum of their weights in each group; each less urgent
 // priority waiting anywhere gets DefaultReserve percent, by its own
 // weights (docs/SCALING.md, "Targets"): the lines' reserve, which the
 // workers leave at its default.
-func (b *Balancer) demand(ctx context.Context) ([]float64, error) {
+func (b *Balancer) parts(ctx context.Context) ([]float64, error) {
 	byLevel := make([][]float64, len(b.groups))
 	total := make([]float64, LeastUrgent)
 	for i := range b.groups {
@@ -175,30 +163,16 @@ func (b *Balancer) demand(ctx context.Context) ([]float64, error) {
 	return parts, nil
 }
 
-// weights returns group i's demand: the sum of the waiting weights at
-// each priority, from MostUrgent to LeastUrgent.
+// weights returns what waits in group i, by priority.
 func (b *Balancer) weights(ctx context.Context, i int) ([]float64, error) {
-	if b.by == BalanceByLines {
+	if b.demand == nil {
 		return b.lines[i].Demand(ctx, b.class)
 	}
-	read, err := b.l.Leases().PlacesDemand(ctx, b.rules, b.groups[i])
-	if err != nil {
-		return nil, err
+	w, err := b.demand(ctx, b.groups[i])
+	if err == nil && len(w) != LeastUrgent {
+		err = fmt.Errorf("throttle: the demand of group %s: %d priorities, want %d", b.groups[i], len(w), LeastUrgent)
 	}
-	// A task waiting holds a place in, or asks of, every leased rule of
-	// its own: the most wanted rule counts its tasks.
-	var most int64
-	for r, d := range read {
-		asked := int64(0)
-		if last := b.asks[i][r]; last >= 0 && d.Asks >= last {
-			asked = d.Asks - last
-		}
-		b.asks[i][r] = d.Asks
-		most = max(most, d.Ahead+asked)
-	}
-	w := make([]float64, LeastUrgent)
-	w[DefaultPriority-1] = float64(most)
-	return w, nil
+	return w, err
 }
 
 // floorUnits is the units each of n groups keeps of a rule of limit,

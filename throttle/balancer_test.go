@@ -86,7 +86,7 @@ func TestBalancerFloor(t *testing.T) {
 		ctx := context.Background()
 		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Hour}, Cost: 1, Leased: true}
 		checks := []throttle.LineCheck{{Check: rule, Shared: true}}
-		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule}, throttle.BalanceByLines)
+		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func twoGroups(t *testing.T, l *throttle.Limiter, window time.Duration) (*thrott
 	t.Helper()
 	rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: window}, Cost: 1, Leased: true}
 	groups := []string{"sms.0", "sms.1"}
-	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, throttle.BalanceByLines)
+	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestBalancerClaim(t *testing.T) {
 	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx := context.Background()
 		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1, Leased: true}
-		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule}, throttle.BalanceByLines)
+		b, err := l.NewBalancer("sms", []string{"sms.0", "sms.1"}, []throttle.Check{rule}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestBalancerWakesReceivers(t *testing.T) {
 	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
 	rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1, Leased: true}
 	groups := []string{"sms.0", "sms.1"}
-	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, throttle.BalanceByLines)
+	b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

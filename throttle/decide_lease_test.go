@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +18,7 @@ import (
 // (docs/SCALING.md, "First come, first served over shards"). A group whose
 // lease of a rule of 10 a window is worth 2 admits two callers, places two
 // more within the window, and refuses the fifth a place, sending it back
-// in a balancer period and counting its asks. With the lease lowered to
-// nothing, a new caller is refused too, and a caller placed before comes
+// in a balancer period. With the lease lowered to nothing, a new caller is refused too, and a caller placed before comes
 // back at its place and is admitted: a place, once given, is kept.
 func TestLeasedDecision(t *testing.T) {
 	t.Parallel()
@@ -45,13 +45,17 @@ func TestLeasedDecision(t *testing.T) {
 			}
 			return md
 		}
-		demand := func() throttle.PlacesDemand {
+		ahead := func() int64 { // places in line in the group's log
 			t.Helper()
-			d, err := leases.PlacesDemand(ctx, []throttle.Check{rule}, "sms.0")
+			key, err := g.RedisKey(rule.Key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return d[0]
+			n, err := rdb.ZCount(ctx, key, fmt.Sprint(redisNow(t, rdb)), "+inf").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
 		}
 		for _, id := range []string{"a", "b"} {
 			if md := ask(id); !md.Allowed {
@@ -73,8 +77,8 @@ func TestLeasedDecision(t *testing.T) {
 				t.Fatalf("e, ask %d: allowed %v, retry %v; want refused a place past the window, back in %v", i+1, md.Allowed, md.RetryAfter, throttle.BalancePeriod)
 			}
 		}
-		if d := demand(); d.Ahead != 2 || d.Asks != 2 {
-			t.Errorf("demand %+v; want the 2 places ahead and e's 2 asks", d)
+		if n := ahead(); n != 2 {
+			t.Errorf("%d places ahead; want c's and d's, e taking none", n)
 		}
 
 		if err := leases.SetTarget(ctx, rule, "sms.0", 0); err != nil { // worth nothing now
@@ -83,8 +87,8 @@ func TestLeasedDecision(t *testing.T) {
 		if md := ask("f"); md.Allowed || md.RetryAfter != throttle.BalancePeriod {
 			t.Errorf("f under a lease worth 0: allowed %v, retry %v; want refused a place, back in %v", md.Allowed, md.RetryAfter, throttle.BalancePeriod)
 		}
-		if d := demand(); d.Ahead != 2 || d.Asks != 3 {
-			t.Errorf("demand %+v; want the 2 places ahead and 3 asks", d)
+		if n := ahead(); n != 2 {
+			t.Errorf("%d places ahead; want c's and d's, f taking none", n)
 		}
 		time.Sleep(placed)
 		if md := ask("c"); !md.Allowed {
@@ -109,23 +113,32 @@ func TestLeasedCheckIsALog(t *testing.T) {
 	}
 }
 
-// TestBalancerFollowsPlaces: a global rule of 20 a second leased over two
-// groups whose callers are served first come, first served. Callers wait
-// in the first, placed and refused places: the balancer gives it all but
-// the second's floor. They stop, and callers wait in the second: the
-// shares follow as the first's log empties, within a few windows.
-func TestBalancerFollowsPlaces(t *testing.T) {
+// TestBalancerOwnDemand: a Balancer given what waits in each group (a
+// DemandFunc, as a worker serving first come, first served counts its
+// shards' queues) moves a global rule of 20 a second to the group where
+// callers wait, all but the other's floor, and when the demand moves,
+// follows it once the first group's admissions have left its window.
+func TestBalancerOwnDemand(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
 		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1, Leased: true}
 		groups := []string{"sms.0", "sms.1"}
-		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, throttle.BalanceByPlaces)
+		var busy atomic.Value // the group where callers wait
+		waiting := func(_ context.Context, g string) ([]float64, error) {
+			w := make([]float64, throttle.LeastUrgent)
+			if busy.Load() == g {
+				w[throttle.DefaultPriority-1] = 30
+			}
+			return w, nil
+		}
+		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, g := range groups {
+			busy.Store(g)
 			// 30 callers ask every balancer period, as workers holding
-			// their tasks do, until g holds all but the other's floor.
+			// their tasks do, using what g's lease is worth.
 			ctx, stop := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() {

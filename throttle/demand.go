@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-
-	"github.com/sluicehq/sluice/lua"
 )
 
 // Demand returns, for each priority from MostUrgent to LeastUrgent, the
@@ -36,43 +34,6 @@ func (ls *Lines) Demand(ctx context.Context, class string) ([]float64, error) {
 		if out[i], err = strconv.ParseFloat(text, 64); err != nil {
 			return fail(fmt.Errorf("weight %q", text))
 		}
-	}
-	return out, nil
-}
-
-// PlacesDemand is what the first-come-first-served callers of a group
-// want of one leased rule (lua/lease_demand.lua).
-type PlacesDemand struct {
-	Ahead int64 // places in line ahead of now in the group's log
-	Asks  int64 // callers refused a place, counted since the lease was made: it only grows
-}
-
-// PlacesDemand reads, for each of rules in group g, its places ahead and
-// its asks: what the balancer reads of a group where no fair lines run
-// (docs/SCALING.md, "First come, first served over shards"). One script
-// call; it only reads.
-func (ls *Leases) PlacesDemand(ctx context.Context, rules []Check, g string) ([]PlacesDemand, error) {
-	fail := func(err error) ([]PlacesDemand, error) {
-		return nil, fmt.Errorf("throttle: read the places of group %s: %w", g, err)
-	}
-	keys := make([]string, 0, 2*len(rules))
-	for _, c := range rules {
-		k, err := ls.keys(c, g)
-		if err != nil {
-			return fail(err)
-		}
-		keys = append(keys, k.window, k.lease)
-	}
-	reply, err := lua.LeaseDemand.Run(ctx, ls.l.rdb, keys).Int64Slice()
-	if err != nil {
-		return fail(err)
-	}
-	if len(reply) != 2*len(rules) {
-		return fail(fmt.Errorf("the script replied %d values for %d rules", len(reply), len(rules)))
-	}
-	out := make([]PlacesDemand, len(rules))
-	for i := range out {
-		out[i] = PlacesDemand{Ahead: reply[2*i], Asks: reply[2*i+1]}
 	}
 	return out, nil
 }

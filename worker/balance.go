@@ -69,11 +69,11 @@ func (t *Throttle) balancers(p *policies.Policies) []*throttle.Balancer {
 		if len(rules) == 0 {
 			continue
 		}
-		by := throttle.BalanceByLines
+		var demand throttle.DemandFunc // the lines'
 		if t.fair == nil {
-			by = throttle.BalanceByPlaces
+			demand = t.queueDemand(rules)
 		}
-		b, err := t.limiter.NewBalancer(typ, t.layout.Groups(typ), rules, by)
+		b, err := t.limiter.NewBalancer(typ, t.layout.Groups(typ), rules, demand)
 		if err != nil {
 			t.logger.Error("cannot balance the global rules of a task type: its shards keep the shares they have", "type", typ, "err", err)
 			continue
@@ -103,4 +103,26 @@ func (t *Throttle) balance(ctx context.Context, b *throttle.Balancer, holder str
 		t.damage.note("the balancing of the global rules' leases", err)
 	}
 	return held
+}
+
+// queueDemand is what waits in a shard served first come, first served:
+// the tasks of its queue (a shard's group is its queue, layout.Group),
+// pending, active, or parked and due within the longest window of
+// rules, where their places lie; each of weight 1 at the default
+// priority. Without the queues' Redis (a Throttle outside a Server),
+// nothing: the shares stay even.
+func (t *Throttle) queueDemand(rules []throttle.Check) throttle.DemandFunc {
+	var ahead time.Duration
+	for _, r := range rules {
+		ahead = max(ahead, r.Policy.Window)
+	}
+	return func(ctx context.Context, group string) ([]float64, error) {
+		w := make([]float64, throttle.LeastUrgent)
+		if t.queues == nil {
+			return w, nil
+		}
+		n, err := backlog(ctx, t.queues, group, ahead+t.lead)
+		w[throttle.DefaultPriority-1] = float64(n)
+		return w, err
+	}
 }

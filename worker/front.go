@@ -64,3 +64,21 @@ func toFront(ctx context.Context, rdb redis.UniversalClient, queue, id string) (
 	keys := []string{p + "t:" + id, p + "pending", p + "retry", p + "scheduled"}
 	return frontScript.Run(ctx, rdb, keys, id, strconv.FormatInt(time.Now().UnixNano(), 10)).Int64()
 }
+
+// backlogScript counts the tasks of a queue that wait, or will within a
+// while: pending, active (fetched, perhaps waiting for a place), and in
+// the retry and scheduled sets due by ARGV[1], in Unix seconds as asynq
+// scores them. KEYS[1] the pending list, KEYS[2] the active list, KEYS[3]
+// the retry set, KEYS[4] the scheduled set. Read only.
+var backlogScript = redis.NewScript(`
+return redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[2])
+  + redis.call('ZCOUNT', KEYS[3], '-inf', ARGV[1]) + redis.call('ZCOUNT', KEYS[4], '-inf', ARGV[1])
+`)
+
+// backlog returns backlogScript's count for queue, the sets' tasks due
+// within ahead.
+func backlog(ctx context.Context, rdb redis.UniversalClient, queue string, ahead time.Duration) (int64, error) {
+	p := "asynq:{" + queue + "}:"
+	keys := []string{p + "pending", p + "active", p + "retry", p + "scheduled"}
+	return backlogScript.Run(ctx, rdb, keys, strconv.FormatInt(time.Now().Add(ahead).Unix(), 10)).Int64()
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/policies"
@@ -47,8 +48,9 @@ type Throttle struct {
 
 	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
 
-	fair   *shards       // nil: first come, first served
-	layout layout.Layout // the shards; on more than one, global rules are leased
+	fair   *shards               // nil: first come, first served
+	layout layout.Layout         // the shards; on more than one, global rules are leased
+	queues redis.UniversalClient // ThrottleConfig.QueueRedis
 
 	outage *throttle.Outage // logs the limiter going down and up, once each way
 	damage *damage          // Redis refusing calls: a damaged key, memory full
@@ -119,7 +121,7 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 	if err != nil {
 		return nil, err
 	}
-	t.layout = lay
+	t.layout, t.queues = lay, cfg.QueueRedis
 	if cfg.Fairness == FairnessOn && cfg.QueueRedis != nil {
 		t.fair = newShards(lay, policyFile.Current(), t.linesOf(limiter, cfg, fetch))
 	}
