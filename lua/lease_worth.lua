@@ -16,6 +16,18 @@ local function leaseOf(log)
   return string.sub(log, 1, tag) .. 'e' .. string.sub(log, tag + 1)
 end
 
+-- leasePace is the units of a rule of limit `whole` a window that the
+-- lines of a lease worth `worth` pace its grants at: the balancer's goal
+-- for the group (field g) when above the worth, so that a share on its
+-- way is used as it arrives (docs/SCALING.md, "Moving a busy share").
+local function leasePace(key, worth, whole)
+  local goal = tonumber(redis.call('HGET', key, 'g'))
+  if not goal then
+    return worth
+  end
+  return math.max(worth, math.min(whole, math.floor(goal * whole / leaseParts)))
+end
+
 -- leaseWorth is the units of a rule of limit that the lease at key allows:
 -- floor(min(s, t) * limit / leaseParts); 0 when there is none.
 local function leaseWorth(key, limit)

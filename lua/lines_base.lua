@@ -119,7 +119,9 @@ local function rulesFrom(flat, first)
     if rule.shared == 2 then
       rule.shared, rule.lease = 1, leaseOf(rule.key)
       if declared(rule.lease) then
-        rule.limit = leaseWorth(rule.lease, rule.limit)
+        local whole = rule.limit
+        rule.limit = leaseWorth(rule.lease, whole)
+        rule.pace = leasePace(rule.lease, rule.limit, whole)
       else
         rule.unleased = true
       end

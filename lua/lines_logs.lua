@@ -178,7 +178,7 @@ local function earliest(flow, at, paced)
         local full = tonumber(redis.call('HGET', kclass(flow.class), field))
         local last = pace(flow.class, rule.key)
         if full and now - full <= 2 * rule.window and last and rule.limit >= rule.cost then
-          x = math.max(x, last + math.floor(rule.window / rule.limit))
+          x = math.max(x, last + math.floor(rule.window / (rule.pace or rule.limit)))
         end
         if x > at then
           redis.call('HSET', kclass(flow.class), field, num(now)) -- a backlog still waits

@@ -54,5 +54,9 @@ var LeaseGive = redis.NewScript(load("lease_give.lua"))
 // LeaseTake is the second step, once per move: see lease_take.lua.
 var LeaseTake = redis.NewScript(load("lease_take.lua"))
 
+// LeaseHeld counts what a group's log of a global rule holds in the
+// window that ends now, and ahead: see lease_held.lua.
+var LeaseHeld = redis.NewScript(load("lease_held.lua"))
+
 // Claim takes or renews a role one process plays at a time: see claim.lua.
 var Claim = redis.NewScript(load("claim.lua"))

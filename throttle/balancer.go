@@ -224,6 +224,31 @@ func (b *Balancer) targets(parts []float64, rule Check) []int64 {
 	return shares
 }
 
+// stepDown returns the target of group g, whose lease is above its
+// target want of rule (in shares): a busy giver's steps down from what
+// its log holds by an even part of its excess a step, over a window; an
+// idle one's, and the pool's, falls to want at once (docs/SCALING.md,
+// "Moving a busy share").
+func (b *Balancer) stepDown(ctx context.Context, leases *Leases, rule Check, g string, lease Lease, want int64) (int64, error) {
+	if g == DefaultGroup {
+		return want, nil
+	}
+	held, err := leases.Held(ctx, rule, g)
+	if err != nil {
+		return 0, err
+	}
+	limit, window := int64(rule.Policy.Limit), rule.Policy.Window.Microseconds()
+	from := min(lease.Share, (held*LeaseParts+limit-1)/limit)
+	if lease.Target >= 0 {
+		from = min(from, lease.Target)
+	}
+	if from <= want {
+		return want, nil
+	}
+	step := (lease.Share - want) * BalancePeriod.Microseconds() / window
+	return max(want, from-max(step, 1)), nil
+}
+
 // move completes the moves left unsettled, sets the givers' targets, then
 // moves shares from the pool and the groups above their target to those
 // below, largest gaps first. It marks in rose (by b.groups' index) each
@@ -258,9 +283,16 @@ func (b *Balancer) move(ctx context.Context, leases *Leases, rule Check, target 
 			return err
 		}
 		share[i] = lease.Share
+		if i > 0 && lease.Goal != want[i] {
+			if err := leases.SetGoal(ctx, rule, g, want[i]); err != nil {
+				return err
+			}
+		}
 		t := int64(-1) // a receiver gives nothing anyway
 		if share[i] > want[i] {
-			t = want[i]
+			if t, err = b.stepDown(ctx, leases, rule, g, lease, want[i]); err != nil {
+				return err
+			}
 		}
 		if t != lease.Target {
 			// A target held it down: cleared or raised, it may admit more.

@@ -157,3 +157,58 @@ func TestBalancerOwnDemand(t *testing.T) {
 		}
 	})
 }
+
+// TestBalancerStepsDownABusyGiver: a group that has used its whole share
+// in the window gives it up over about a window when the demand moves,
+// not at once (docs/SCALING.md, "Moving a busy share"): its target steps
+// down from what its log holds, above its goal, so that it keeps sending
+// meanwhile; each group's goal is written in its lease, where its lines
+// pace by it.
+func TestBalancerStepsDownABusyGiver(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Hour}, Cost: 1, Leased: true}
+		groups := []string{"sms.0", "sms.1"}
+		var busy atomic.Value
+		busy.Store(groups[0])
+		waiting := func(_ context.Context, g string) ([]float64, error) {
+			w := make([]float64, throttle.LeastUrgent)
+			if busy.Load() == g {
+				w[throttle.DefaultPriority-1] = 30
+			}
+			return w, nil
+		}
+		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stepUntil(t, b, l, rule, groups[0], 19)
+		for j := range 19 { // the whole share used, in a window of an hour
+			if md, err := l.InGroup(groups[0]).AllowInLine(ctx, fmt.Sprint("a", j), []throttle.Check{rule}); err != nil || !md.Allowed {
+				t.Fatalf("admission %d in %s: %v, %v", j, groups[0], md.Allowed, err)
+			}
+		}
+		busy.Store(groups[1])
+		targets, err := b.Step(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		giver, err := l.Leases().Read(ctx, rule, groups[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		units := func(shares int64) float64 { return float64(shares) * 20 / throttle.LeaseParts }
+		if goal := targets[0][0]; giver.Goal != goal || giver.Target <= goal || giver.Target >= giver.Share {
+			t.Errorf("the busy giver: goal %.2f units (want %.2f), target %.2f, share %.2f; want a target between its goal and its share",
+				units(giver.Goal), units(goal), units(giver.Target), units(giver.Share))
+		}
+		receiver, err := l.Leases().Read(ctx, rule, groups[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if receiver.Goal != targets[0][1] || units(receiver.Goal) < 18 {
+			t.Errorf("the receiver's goal %.2f units, want the step's target %.2f (all but the giver's floor)", units(receiver.Goal), units(targets[0][1]))
+		}
+	})
+}

@@ -29,6 +29,7 @@ const LeaseParts = 37_800_000
 type Lease struct {
 	Share  int64       // in parts of LeaseParts
 	Target int64       // where the balancer wants Share to go; -1 when it set none
+	Goal   int64       // the share the balancer wants the group to hold; -1 when it set none
 	Out    []LeaseMove // moves the group gave that are not settled yet
 }
 
@@ -96,13 +97,15 @@ func (ls *Leases) Read(ctx context.Context, c Check, g string) (Lease, error) {
 	if err != nil {
 		return fail(err)
 	}
-	lease := Lease{Target: -1}
+	lease := Lease{Target: -1, Goal: -1}
 	for f, v := range h {
 		switch {
 		case f == "s":
 			lease.Share, err = strconv.ParseInt(v, 10, 64)
 		case f == "t":
 			lease.Target, err = strconv.ParseInt(v, 10, 64)
+		case f == "g":
+			lease.Goal, err = strconv.ParseInt(v, 10, 64)
 		case strings.HasPrefix(f, "out:"):
 			var m LeaseMove
 			m, err = parseMove(strings.TrimPrefix(f, "out:"), v)
@@ -142,6 +145,35 @@ func (ls *Leases) SetTarget(ctx context.Context, c Check, g string, target int64
 		return fmt.Errorf("throttle: set the lease target of %s in %s: %w", Quote(c.Key), g, err)
 	}
 	return nil
+}
+
+// SetGoal sets the share the balancer wants group g to hold of rule c,
+// which its lines pace their grants at while the share is on its way
+// (docs/SCALING.md, "Moving a busy share").
+func (ls *Leases) SetGoal(ctx context.Context, c Check, g string, goal int64) error {
+	k, err := ls.keys(c, g)
+	if err == nil {
+		err = ls.l.rdb.HSet(ctx, k.lease, "g", goal).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("throttle: set the lease goal of %s in %s: %w", Quote(c.Key), g, err)
+	}
+	return nil
+}
+
+// Held returns the units group g's log of rule c holds in the window
+// that ends now, and ahead: its admissions of the last window and its
+// places in line (lua/lease_held.lua).
+func (ls *Leases) Held(ctx context.Context, c Check, g string) (int64, error) {
+	k, err := ls.keys(c, g)
+	if err == nil {
+		var n int64
+		n, err = lua.LeaseHeld.Run(ctx, ls.l.rdb, []string{k.window}, c.Policy.Window.Microseconds()).Int64()
+		if err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("throttle: read what %s holds of %s: %w", g, Quote(c.Key), err)
 }
 
 // Move moves up to shares of rule c from group from to group to: from
