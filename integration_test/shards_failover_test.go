@@ -28,6 +28,34 @@ const (
 	moveGlobalMax = 10
 )
 
+// arrivedFor reports, when called, whether the provider has at least n
+// sends of tenants.
+func (s *smsSink) arrivedFor(tenants []string, n int) func() bool {
+	return func() bool {
+		got := 0
+		for _, r := range s.receipts() {
+			if slices.Contains(tenants, r.Tenant) {
+				got++
+			}
+		}
+		return got >= n
+	}
+}
+
+// movePolicies writes the policies of the tests whose demand moves from
+// shard to shard: moveTenantMax a tenant and moveGlobalMax in all, a
+// second each.
+func movePolicies(t *testing.T) string {
+	t.Helper()
+	return writePolicies(t, fmt.Sprintf(`
+margin: 50ms
+tasks:
+  sms:send:
+    - { name: tenant, scope: tenant, limit: %d, window: 1s }
+    - { name: provider, scope: global, limit: %d, window: 1s }
+`, moveTenantMax, moveGlobalMax))
+}
+
 // TestShardsThroughFailover: three cmd/worker processes run three shards
 // on a cluster of three masters, each with a replica, while the demand
 // moves from shard to shard: each phase enqueues SMS for three tenants
@@ -50,13 +78,7 @@ func TestShardsThroughFailover(t *testing.T) {
 	defer cancel()
 	sink := newSMSSink(t)
 	prefix := "sluice:" + redistest.Prefix(t)
-	policyFile := writePolicies(t, fmt.Sprintf(`
-margin: 50ms
-tasks:
-  sms:send:
-    - { name: tenant, scope: tenant, limit: %d, window: 1s }
-    - { name: provider, scope: global, limit: %d, window: 1s }
-`, moveTenantMax, moveGlobalMax))
+	policyFile := movePolicies(t)
 	three := layout.Layout{Shards: 3}
 	var procs []*workerProc
 	for i := range 3 {
@@ -120,17 +142,7 @@ func moveDemand(t *testing.T, ctx context.Context, c *redistest.ReplicatedCluste
 		w, _ := enqueueByLayout(t, enqueueBin, c.URL(), prefix, three, byShard[k], perTenant)
 		maps.Copy(run.want, w)
 	}
-	arrived := func(k, n int) func() bool {
-		return func() bool {
-			got := 0
-			for _, r := range sink.receipts() {
-				if slices.Contains(byShard[k], r.Tenant) {
-					got++
-				}
-			}
-			return got >= n
-		}
-	}
+	arrived := func(k, n int) func() bool { return sink.arrivedFor(byShard[k], n) }
 	phase(0)
 	victim := balancingWorker(t, procs)
 	if victim == nil {

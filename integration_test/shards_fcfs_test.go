@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"testing"
 	"time"
 
@@ -33,13 +32,7 @@ func TestShardsFirstComeFirstServed(t *testing.T) {
 	}
 	sink := newSMSSink(t)
 	prefix := "sluice:" + redistest.Prefix(t)
-	policyFile := writePolicies(t, fmt.Sprintf(`
-margin: 50ms
-tasks:
-  sms:send:
-    - { name: tenant, scope: tenant, limit: %d, window: 1s }
-    - { name: provider, scope: global, limit: %d, window: 1s }
-`, moveTenantMax, moveGlobalMax))
+	policyFile := movePolicies(t)
 	three := layout.Layout{Shards: 3}
 	procs := startWorkers(t, 2, "--redis", url, "--policies", policyFile, "--sms-webhook", sink.srv.URL,
 		"--prefix", prefix, "--concurrency", "8", "--log-level", "debug", "--shards", "3", "--fairness", "off")
@@ -50,17 +43,7 @@ tasks:
 	const perTenant = 10
 	byShard := tenantsByShard(three, 3)
 	want := map[string]string{}
-	arrived := func(k, n int) func() bool {
-		return func() bool {
-			got := 0
-			for _, r := range sink.receipts() {
-				if slices.Contains(byShard[k], r.Tenant) {
-					got++
-				}
-			}
-			return got >= n
-		}
-	}
+	arrived := func(k, n int) func() bool { return sink.arrivedFor(byShard[k], n) }
 	for k := range byShard {
 		w, _ := enqueueByLayout(t, enqueueBin, url, prefix, three, byShard[k], perTenant)
 		maps.Copy(want, w)

@@ -49,7 +49,9 @@ KEYS[2n+j]   the leases of the leased checks, if any (a log's key with 'e'
              (lease_worth.lua); a caller that would be placed more than one
              window ahead of now in it, or whose lease is worth less than
              its cost, takes no place, and is told to come back in a
-             balancer period.
+             balancer period, or, when the checks that are not leased put
+             its time past that window by themselves, once they no longer
+             do, naming the one that does (peek.lua answers alike).
 ARGV[1]      "1": record the admission when every check allows (Allow)
              "2": as "1", and a denied caller takes a place (line mode)
              (peek.lua: "0" record nothing, only look (Peek); "3" as "0",
@@ -78,7 +80,8 @@ Reply, full, in every other case: an array of 5 + 4n integers
   [4i]       retry-after of check i alone, in microseconds: 0 when it has
              room now, else the time until the earliest time it would have
              room if nothing else were admitted (for a log check, counting
-             the places of others)
+             the places of others); a leased check that refuses a place,
+             at most a balancer period
   [4i+1]     reset-after of check i in microseconds: time until its key holds
              nothing that limits
   [4n+2]     denied: microseconds until the request's time (in line mode, its
@@ -318,20 +321,10 @@ if at == now then
   return finish(1, 0, 0, 0, look and 0 or now)
 end
 
--- Under a lease a place is made at most one window ahead, where the share
--- of the day is known (docs/SCALING.md, "First come, first served over
--- shards"): further, the caller takes none, and asks again in a balancer
--- period.
-local far = nil
-for _, i in ipairs(logs) do
-  if leased[i] and at > now + windows[i] then
-    far = far or i
-    retries[i] = math.min(retries[i], leaseRetry)
-  end
-end
+local far, wait, farBy = beyondLease(at)
 if far then
   settle()
-  return finish(0, leaseRetry, far, 0, 0)
+  return finish(0, wait, farBy, 0, 0)
 end
 
 if mode == '2' and #logs > 0 then

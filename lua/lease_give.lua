@@ -5,7 +5,7 @@ across shards"): only what no window of its log that ends now or later
 needs, and no lower than its target.
 
 The lease is a hash beside the rule's log (lease_worth.lua: s, the share,
-and t, the balancer's target), and out:<X>, "<to> <d> <time>", a move
+t, the balancer's target, and g, its goal), and out:<X>, "<to> <d> <time>", a move
 given and not yet settled, which recovery completes.
 
 KEYS[1]  the lease (<prefix>{<group>}e:<body>)

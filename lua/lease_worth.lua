@@ -1,7 +1,8 @@
 -- lease_worth.lua: what a group's lease of a global rule is worth
 -- (docs/SCALING.md, "A global rule kept exact across shards"). The lease
 -- is a hash: s, the share, in parts of leaseParts of the rule's limit; t,
--- the balancer's target, if any.
+-- the balancer's target, if any, which holds the worth down; g, the
+-- balancer's goal for the group, which only its pace reads.
 
 -- leaseParts is a whole limit in shares (throttle.LeaseParts).
 local leaseParts = 37800000

@@ -330,3 +330,43 @@ local function fit()
   end
   return at, by
 end
+
+-- beyondLease tells whether time `at` lies past what a
+-- leased check may place (docs/SCALING.md, "First come, first served over
+-- shards"): its lease is worth less than its cost, or `at` is more than
+-- one window ahead of now, where the share of the day is not known. Then
+-- the caller takes no place, and is told to come back in a balancer
+-- period, or, when the checks that are not leased alone put it past that
+-- window, once they no longer do, naming the one that does. It returns
+-- the first such leased check (nil when none), the wait, and the check
+-- that set it; each such check's retry is capped at the period.
+local function beyondLease(at)
+  local far, horizon = nil, nil
+  for _, i in ipairs(logs) do
+    if leased[i] and (limits[i] < costs[i] or at > now + windows[i]) then
+      far = far or i
+      retries[i] = math.min(retries[i], leaseRetry)
+    end
+    if leased[i] then
+      horizon = math.min(horizon or windows[i], windows[i])
+    end
+  end
+  if not far then
+    return nil
+  end
+  local alone, aloneBy = now, 0
+  for _, i in ipairs(counters) do
+    if now + retries[i] > alone then
+      alone, aloneBy = now + retries[i], i
+    end
+  end
+  for _, i in ipairs(logs) do
+    if not leased[i] and own[i] > alone then
+      alone, aloneBy = own[i], i
+    end
+  end
+  if alone - now > horizon + leaseRetry then
+    return far, alone - now - horizon, aloneBy
+  end
+  return far, leaseRetry, far
+end

@@ -18,4 +18,8 @@ settle()
 if at == now then
   return finish(1, 0, 0, 0, 0)
 end
+local far, wait, farBy = beyondLease(at)
+if far then
+  return finish(0, wait, farBy, 0, 0)
+end
 return finish(0, at - now, by, 0, 0)

@@ -226,9 +226,9 @@ func (b *Balancer) targets(parts []float64, rule Check) []int64 {
 
 // stepDown returns the target of group g, whose lease is above its
 // target want of rule (in shares): a busy giver's steps down from what
-// its log holds by an even part of its excess a step, over a window; an
-// idle one's, and the pool's, falls to want at once (docs/SCALING.md,
-// "Moving a busy share").
+// its log holds by a period's part of a window of its excess; an idle
+// one's, and the pool's, falls to want at once (docs/SCALING.md, "Moving
+// a busy share").
 func (b *Balancer) stepDown(ctx context.Context, leases *Leases, rule Check, g string, lease Lease, want int64) (int64, error) {
 	if g == DefaultGroup {
 		return want, nil
@@ -245,8 +245,8 @@ func (b *Balancer) stepDown(ctx context.Context, leases *Leases, rule Check, g s
 	if from <= want {
 		return want, nil
 	}
-	step := (lease.Share - want) * BalancePeriod.Microseconds() / window
-	return max(want, from-max(step, 1)), nil
+	step := ((lease.Share-want)*BalancePeriod.Microseconds() + window - 1) / window
+	return max(want, from-step), nil
 }
 
 // move completes the moves left unsettled, sets the givers' targets, then

@@ -97,6 +97,59 @@ func TestLeasedDecision(t *testing.T) {
 	})
 }
 
+// TestLeasedRefusals: a caller that a lease cannot place takes no place.
+// Under a lease worth nothing, with a window longer than the far time
+// the search gives such a lease (2^40 µs), it is refused and sent back in
+// a balancer period. When a rule that is not leased (a tenant's, of an
+// hour) puts its time past the leased rule's window, it is sent back
+// until that rule would let it be placed, the refusal naming that rule.
+func TestLeasedRefusals(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		g := l.InGroup("sms.0")
+		places := func(c throttle.Check) int64 {
+			t.Helper()
+			key, err := g.RedisKey(c.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rdb.ZCard(ctx, key).Val()
+		}
+		monthly := throttle.Check{Key: "rule/sms/monthly", Policy: throttle.Policy{Limit: 10, Window: 30 * 24 * time.Hour}, Cost: 1, Leased: true}
+		md, err := g.AllowInLine(ctx, "m", []throttle.Check{monthly}) // no lease: worth 0
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Allowed || md.RetryAfter != throttle.BalancePeriod || places(monthly) != 0 {
+			t.Errorf("under a lease worth 0, a window of 30 days: allowed %v, retry %v, %d places; want refused, back in %v, no place",
+				md.Allowed, md.RetryAfter, places(monthly), throttle.BalancePeriod)
+		}
+
+		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Second}, Cost: 1, Leased: true}
+		if _, err := l.Leases().Open(ctx, rule); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Leases().Move(ctx, rule, throttle.DefaultGroup, "sms.0", worth(2, 10)); err != nil {
+			t.Fatal(err)
+		}
+		tenant := throttle.Check{Key: "tenant/acme", Policy: throttle.Policy{Limit: 1, Window: time.Hour}, Cost: 1}
+		checks := []throttle.Check{tenant, rule}
+		if md, err := g.AllowInLine(ctx, "a", checks); err != nil || !md.Allowed {
+			t.Fatalf("the first: %v, %v; want admitted", md.Allowed, err)
+		}
+		md, err = g.AllowInLine(ctx, "b", checks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Allowed || md.Denied != 0 || md.RetryAfter < time.Hour-2*time.Second || md.RetryAfter > time.Hour || places(rule) != 1 {
+			t.Errorf("the tenant's hour used: allowed %v, denied by check %d, retry %v, the global log holds %d; "+
+				"want denied by the tenant's rule (0), back within a window of its time, no place in the global log (1, the first's admission)",
+				md.Allowed, md.Denied, md.RetryAfter, places(rule))
+		}
+	})
+}
+
 // TestLeasedCheckIsALog: only a sliding log can be leased; a leased check
 // of another algorithm is refused, naming its key, before Redis is asked.
 func TestLeasedCheckIsALog(t *testing.T) {
@@ -124,14 +177,7 @@ func TestBalancerOwnDemand(t *testing.T) {
 		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 20, Window: time.Second}, Cost: 1, Leased: true}
 		groups := []string{"sms.0", "sms.1"}
 		var busy atomic.Value // the group where callers wait
-		waiting := func(_ context.Context, g string) ([]float64, error) {
-			w := make([]float64, throttle.LeastUrgent)
-			if busy.Load() == g {
-				w[throttle.DefaultPriority-1] = 30
-			}
-			return w, nil
-		}
-		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, waiting)
+		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, busyDemand(&busy))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,14 +218,7 @@ func TestBalancerStepsDownABusyGiver(t *testing.T) {
 		groups := []string{"sms.0", "sms.1"}
 		var busy atomic.Value
 		busy.Store(groups[0])
-		waiting := func(_ context.Context, g string) ([]float64, error) {
-			w := make([]float64, throttle.LeastUrgent)
-			if busy.Load() == g {
-				w[throttle.DefaultPriority-1] = 30
-			}
-			return w, nil
-		}
-		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, waiting)
+		b, err := l.NewBalancer("sms", groups, []throttle.Check{rule}, busyDemand(&busy))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,4 +250,16 @@ func TestBalancerStepsDownABusyGiver(t *testing.T) {
 			t.Errorf("the receiver's goal %.2f units, want the step's target %.2f (all but the giver's floor)", units(receiver.Goal), units(targets[0][1]))
 		}
 	})
+}
+
+// busyDemand is the demand of 30 tasks waiting in the group busy names,
+// and of nothing in the others.
+func busyDemand(busy *atomic.Value) throttle.DemandFunc {
+	return func(_ context.Context, g string) ([]float64, error) {
+		w := make([]float64, throttle.LeastUrgent)
+		if busy.Load() == g {
+			w[throttle.DefaultPriority-1] = 30
+		}
+		return w, nil
+	}
 }

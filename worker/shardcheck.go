@@ -11,8 +11,9 @@ import (
 )
 
 // shardLayout returns the layout cfg runs, refusing one it cannot: more
-// than one shard needs policies whose global rules can be leased, now and
-// at every reload.
+// than one shard needs the queues' Redis, where the fair lines move
+// tasks and first come, first served reads each shard's demand, and
+// policies whose global rules can be leased, now and at every reload.
 func shardLayout(cfg *ThrottleConfig, policyFile *policies.File) (layout.Layout, error) {
 	lay := layout.Layout{Shards: max(cfg.Shards, 1)}
 	if _, err := layout.Parse(lay.String()); err != nil {
@@ -20,6 +21,9 @@ func shardLayout(cfg *ThrottleConfig, policyFile *policies.File) (layout.Layout,
 	}
 	if lay.Shards == 1 {
 		return lay, nil
+	}
+	if cfg.QueueRedis == nil {
+		return lay, fmt.Errorf("worker: %d shards need ThrottleConfig.QueueRedis, the queues' Redis, where each shard's demand is read (Server sets it)", lay.Shards)
 	}
 	if err := policyFile.Require(leasable); err != nil {
 		return lay, fmt.Errorf("worker: policies %s, under layout %s: %w", policyFile.Current().Source(), lay, err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/internal/history"
 	"github.com/sluicehq/sluice/internal/keyspace"
 	"github.com/sluicehq/sluice/internal/layout"
@@ -378,5 +380,26 @@ tasks:
 		case <-end:
 		}
 		return got
+	}
+}
+
+// TestShardsNeedTheQueues: a Throttle of more than one shard without the
+// queues' Redis, where each shard's demand is read, is refused, whatever
+// its fairness; one shard needs none.
+func TestShardsNeedTheQueues(t *testing.T) {
+	t.Parallel()
+	p, err := policies.Parse("policies.yaml", []byte("tasks:\n  sms:send:\n    - { name: provider, scope: global, limit: 5, window: 1s }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := throttle.NewLimiter(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	for _, fairness := range []worker.Fairness{worker.FairnessOn, worker.FairnessOff} {
+		_, err := worker.NewThrottle(l, policies.Static(p), &worker.ThrottleConfig{Shards: 2, Fairness: fairness})
+		if want := "worker: 2 shards need ThrottleConfig.QueueRedis"; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("fairness %d, 2 shards, no QueueRedis: %v; want %q...", fairness, err, want)
+		}
+	}
+	if _, err := worker.NewThrottle(l, policies.Static(p), &worker.ThrottleConfig{Shards: 1}); err != nil {
+		t.Errorf("one shard, no QueueRedis: %v", err)
 	}
 }

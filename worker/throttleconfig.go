@@ -51,8 +51,11 @@ type ThrottleConfig struct {
 	// Shards is the number of shards of the layout the Throttle runs
 	// (docs/SCALING.md), at most layout.MaxShards: a task's rules and fair
 	// line live in its shard's limiter group, and a global rule is leased
-	// to the shards. 0 is 1, every key in one group. A Server serves every shard's queues and
-	// writes the layout to Redis; the worker command chooses it (--shards).
+	// to the shards. 0 is 1, every key in one group. More than one needs
+	// QueueRedis, and RunLines running: it balances the leases, and no
+	// shard admits a global rule's tasks until it has a share. A Server
+	// serves every shard's queues and writes the layout to Redis; the
+	// worker command chooses it (--shards).
 	Shards int
 
 	// Park is how long a task waiting in a fair line stays in asynq's retry
