@@ -7,7 +7,10 @@ keys; a record or rules changed since make the script touch nothing.
 KEYS[1..3], ARGV[1..6]  the lines' (lines_head.lua)
 KEYS[4]   the lines of its class and level, <base>qL:<class>:<level>
 KEYS[5]   its class's flow records, <base>qF:<class>
-KEYS[6..] a granted task's sliding logs, each followed by its frontier
+KEYS[6]   the ready flows of its class and level, <base>qr:<class>:<level>
+KEYS[7]   its class's blocked flows, <base>qb:<class>
+KEYS[8]   the idle flows of its class and level, <base>qi:<class>:<level>
+KEYS[9..] a granted task's sliding logs, each followed by its frontier
           note (the log's key with 'p' after the hash tag)
 ARGV[7]   task id
 ARGV[8]   its record in <base>qt as the caller read it
@@ -21,6 +24,7 @@ since the caller read them: it looks again.
 -- #include lines_base.lua
 -- #include counters.lua
 -- #include lines_logs.lua
+-- #include lines_flows.lua
 
 local id = ARGV[7]
 local raw = redis.call('HGET', ktasks, id)
@@ -41,6 +45,14 @@ if task.s == 'G' then
   redis.call('ZADD', kwake, 'XX', now, task.c) -- its slot is free again
 else
   redis.call('ZREM', KEYS[4], member(task.t, tonumber(task.n) or 0, task.q, id))
+  if not lineEnd(task.c, task.l, task.t) then
+    -- Its flow's line is empty: it leaves the ready and blocked flows, as
+    -- at a dispatch that finds it empty, so that the balancer's read of
+    -- the demand (demand.lua), which counts them, counts it no more.
+    redis.call('ZREM', kready(task.c, task.l), task.t)
+    redis.call('ZREM', kblocked(task.c), task.l .. ':' .. task.t)
+    idle(task.c, task.l, task.t)
+  end
 end
 redis.call('HDEL', ktasks, id)
 return {0, 0, -1, 0}

@@ -347,10 +347,12 @@ func (ls *Lines) dropLook(ctx context.Context, group, id string) ([]string, []an
 	if err := json.Unmarshal([]byte(raw), &task); err != nil {
 		return nil, nil, fmt.Errorf("its entry %.80q: %w", raw, err)
 	}
-	keys := []string{base + "qL:" + task.C + ":" + strconv.Itoa(task.L), base + "qF:" + task.C}
+	level := strconv.Itoa(task.L)
+	keys := []string{base + "qL:" + task.C + ":" + level, base + "qF:" + task.C,
+		base + "qr:" + task.C + ":" + level, base + "qb:" + task.C, base + "qi:" + task.C + ":" + level}
 	rules := ""
 	if task.State == "G" {
-		rules, err = ls.l.rdb.HGet(ctx, keys[1], "r"+strconv.Itoa(task.L)+":"+task.T).Result()
+		rules, err = ls.l.rdb.HGet(ctx, keys[1], "r"+level+":"+task.T).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, nil, err
 		}

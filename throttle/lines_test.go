@@ -674,7 +674,8 @@ func TestLinesRefuseKeysNotUTF8(t *testing.T) {
 
 // TestLinesDropLooksAgain: drop.lua touches nothing when the task's record
 // is not the one its caller read (the keys it was given may be another
-// flow's), and replies so; given the record as it is, it drops the task.
+// flow's), and replies so; given the record as it is, it drops the task,
+// and its flow, whose line it empties, leaves the ready flows.
 func TestLinesDropLooksAgain(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
@@ -688,8 +689,11 @@ func TestLinesDropLooksAgain(t *testing.T) {
 		if err := rdb.ZAdd(ctx, base+"qL:sms:3", redis.Z{Member: "4:acme0010000000000000" + "1:qt1"}).Err(); err != nil {
 			t.Fatal(err)
 		}
+		if err := rdb.ZAdd(ctx, base+"qr:sms:3", redis.Z{Member: "acme"}).Err(); err != nil {
+			t.Fatal(err)
+		}
 		s := lua.LinesSettings{Base: base, Lead: time.Millisecond, Tolerance: time.Millisecond, MostGrants: 1, Reserve: 10, Late: time.Millisecond}
-		keys := s.Keys(base+"qL:sms:3", base+"qF:sms")
+		keys := s.Keys(base+"qL:sms:3", base+"qF:sms", base+"qr:sms:3", base+"qb:sms", base+"qi:sms:3")
 		for _, c := range []struct {
 			read    string
 			outcome int64
@@ -700,8 +704,9 @@ func TestLinesDropLooksAgain(t *testing.T) {
 				t.Fatalf("drop.lua with the record read as %s: %v, %v, want outcome %d", c.read, got, err, c.outcome)
 			}
 			inLine, inTasks := rdb.ZCard(ctx, base+"qL:sms:3").Val() == 1, rdb.HExists(ctx, base+"qt", "t1").Val()
-			if inLine != c.kept || inTasks != c.kept {
-				t.Errorf("with the record read as %s: in its line %v, in qt %v, want %v", c.read, inLine, inTasks, c.kept)
+			ready := rdb.ZScore(ctx, base+"qr:sms:3", "acme").Err() == nil
+			if inLine != c.kept || inTasks != c.kept || ready != c.kept {
+				t.Errorf("with the record read as %s: in its line %v, in qt %v, its flow ready %v, want %v", c.read, inLine, inTasks, ready, c.kept)
 			}
 		}
 	})
