@@ -361,8 +361,10 @@ local function beyondLease(at)
     end
   end
   for _, i in ipairs(logs) do
-    if not leased[i] and own[i] > alone then
-      alone, aloneBy = own[i], i
+    -- retries[i], not own[i]: fit's rounds write own[i] over with times
+    -- made to fit the other checks too.
+    if not leased[i] and now + retries[i] > alone then
+      alone, aloneBy = now + retries[i], i
     end
   end
   if alone - now > horizon + leaseRetry then

@@ -125,6 +125,18 @@ func TestLeasedRefusals(t *testing.T) {
 			t.Errorf("under a lease worth 0, a window of 30 days: allowed %v, retry %v, %d places; want refused, back in %v, no place",
 				md.Allowed, md.RetryAfter, places(monthly), throttle.BalancePeriod)
 		}
+		// Beside a rule with room, the refusal of a lease worth 0 is the
+		// lease's.
+		roomy := throttle.Check{Key: "tenant/globex", Policy: throttle.Policy{Limit: 5, Window: time.Second}, Cost: 1}
+		unopened := throttle.Check{Key: "rule/sms/unopened", Policy: throttle.Policy{Limit: 10, Window: time.Second}, Cost: 1, Leased: true}
+		md, err = g.AllowInLine(ctx, "m2", []throttle.Check{roomy, unopened})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Allowed || md.Denied != 1 || md.RetryAfter != throttle.BalancePeriod {
+			t.Errorf("a rule with room beside a lease worth 0: allowed %v, denied by check %d, retry %v; want refused by the leased rule (1), back in %v",
+				md.Allowed, md.Denied, md.RetryAfter, throttle.BalancePeriod)
+		}
 
 		rule := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 10, Window: time.Second}, Cost: 1, Leased: true}
 		if _, err := l.Leases().Open(ctx, rule); err != nil {
