@@ -13,9 +13,9 @@ Reply: {0, 0, -1, 0, then for levels 1 to 5 the sum of the weights of
 the level's flows, ready or blocked, as text}. A ready or blocked flow
 has tasks in line: a grant, a dispatch that finds its line empty, and a
 drop that empties it (drop.lua) take it out; a damaged flow stays
-blocked, and counted, until its key is repaired or its lines reset. No line is read: with a
-count of each line, a read of about a hundred flows took 535 us by
-SLOWLOG (BenchmarkShardsDrain).
+blocked, and counted, until its key is repaired or its lines reset. No
+line is read: with a count of each line, a read of about a hundred
+flows took 535 us by SLOWLOG (BenchmarkShardsDrain).
 ]]
 -- #include lines_head.lua
 -- #include lines_room.lua

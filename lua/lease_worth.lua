@@ -17,22 +17,24 @@ local function leaseOf(log)
   return string.sub(log, 1, tag) .. 'e' .. string.sub(log, tag + 1)
 end
 
--- leasePace is the units of a rule of limit `whole` a window that the
--- lines of a lease worth `worth` pace its grants at: the balancer's goal
--- for the group (field g) when above the worth, so that a share on its
--- way is used as it arrives (docs/SCALING.md, "Moving a busy share").
-local function leasePace(key, worth, whole)
-  local goal = tonumber(redis.call('HGET', key, 'g'))
+-- leaseTerms reads the lease at key of a rule of limit, in one command:
+-- the units it allows, floor(min(s, t) * limit / leaseParts), 0 when
+-- there is none; and the units a window its lines pace grants at, the
+-- balancer's goal for the group (g) when above that, so that a share on
+-- its way is used as it arrives (docs/SCALING.md, "Moving a busy share").
+local function leaseTerms(key, limit)
+  local h = redis.call('HMGET', key, 's', 't', 'g')
+  local share = tonumber(h[1]) or 0
+  local worth = math.floor(math.min(share, tonumber(h[2]) or share) * limit / leaseParts)
+  local goal = tonumber(h[3])
   if not goal then
-    return worth
+    return worth, worth
   end
-  return math.max(worth, math.min(whole, math.floor(goal * whole / leaseParts)))
+  return worth, math.max(worth, math.min(limit, math.floor(goal * limit / leaseParts)))
 end
 
--- leaseWorth is the units of a rule of limit that the lease at key allows:
--- floor(min(s, t) * limit / leaseParts); 0 when there is none.
+-- leaseWorth is the units of a rule of limit that the lease at key allows.
 local function leaseWorth(key, limit)
-  local h = redis.call('HMGET', key, 's', 't')
-  local share = tonumber(h[1]) or 0
-  return math.floor(math.min(share, tonumber(h[2]) or share) * limit / leaseParts)
+  local worth = leaseTerms(key, limit)
+  return worth
 end

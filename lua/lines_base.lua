@@ -119,9 +119,7 @@ local function rulesFrom(flat, first)
     if rule.shared == 2 then
       rule.shared, rule.lease = 1, leaseOf(rule.key)
       if declared(rule.lease) then
-        local whole = rule.limit
-        rule.limit = leaseWorth(rule.lease, whole)
-        rule.pace = leasePace(rule.lease, rule.limit, whole)
+        rule.limit, rule.pace = leaseTerms(rule.lease, rule.limit)
       else
         rule.unleased = true
       end

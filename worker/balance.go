@@ -109,8 +109,7 @@ func (t *Throttle) balance(ctx context.Context, b *throttle.Balancer, holder str
 // the tasks of its queue (a shard's group is its queue, layout.Group),
 // pending, active, or parked and due within the longest window of
 // rules, where their places lie; each of weight 1 at the default
-// priority. Without the queues' Redis (a Throttle outside a Server),
-// nothing: the shares stay even.
+// priority. More than one shard needs the queues' Redis (shardLayout).
 func (t *Throttle) queueDemand(rules []throttle.Check) throttle.DemandFunc {
 	var ahead time.Duration
 	for _, r := range rules {
@@ -118,9 +117,6 @@ func (t *Throttle) queueDemand(rules []throttle.Check) throttle.DemandFunc {
 	}
 	return func(ctx context.Context, group string) ([]float64, error) {
 		w := make([]float64, throttle.LeastUrgent)
-		if t.queues == nil {
-			return w, nil
-		}
 		n, err := backlog(ctx, t.queues, group, ahead+t.lead)
 		w[throttle.DefaultPriority-1] = float64(n)
 		return w, err
