@@ -194,7 +194,7 @@ local function takeOver(flow, here, unlessNear)
   -- (a step gives that far). Those whose place has passed count too: their
   -- tasks are late (up to `late`), and a slot taken over is here's at once.
   local ahead, held = {}, {}
-  local upTo = num(now + leadOf(flow.class) + batch)
+  local upTo = num(now + leadOf(flow.class) + batchOf(flow))
   for _, gid in ipairs(redis.call('ZRANGE', kgrants, '-inf', upTo, 'BYSCORE', 'LIMIT', 0, 4 * scan)) do
     local raw = redis.call('HGET', ktasks, gid)
     local task = raw and cjson.decode(raw)
@@ -357,7 +357,7 @@ if stopped then
   -- the horizon, no flow of it can be served before: the class is due
   -- then, as a step would have said (lines_grants.lua, pick).
   local _, shared = earliest(own, now, true)
-  if shared > now + leadOf(class) + batch then
+  if shared > now + leadOf(class) + batchOf(own) then
     redis.call('ZADD', kwake, num(shared - leadOf(class)), class)
   end
 end

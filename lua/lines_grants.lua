@@ -104,6 +104,18 @@ local function grant(flow, start, place, here, swapped)
   return head.queue, head.id, taken
 end
 
+-- batchOf is how far beyond the lead a step gives flow's shared places:
+-- `batch`, more under a lease worth part of its rule (rule.batch).
+local function batchOf(flow)
+  local b = batch
+  for _, rule in ipairs(flow.rules) do
+    if rule.shared == 1 and rule.batch then
+      b = math.max(b, rule.batch)
+    end
+  end
+  return b
+end
+
 -- pick returns the flow of class to serve next, its start tag and place;
 -- or nil, the time the shared rules are full until (if they are), whether
 -- flows were blocked or dropped on the way, and whether it stopped at a
@@ -149,7 +161,7 @@ local function pick(class, levelsInOrder, here, gate)
           -- Its rules are gone (its hash expired): its next task brings them.
           own = now + lead + 60000000
         end
-        if shared > horizon + batch and flow.known then
+        if shared > horizon + batchOf(flow) and flow.known then
           return nil, shared, changed -- full until then, for every flow
         elseif own > horizon then
           redis.call('ZREM', kready(class, level), flow.tenant)

@@ -206,3 +206,85 @@ func TestArrivalLeased(t *testing.T) {
 		}
 	})
 }
+
+// TestLeasedStepBatch: under a lease worth a third of its rule, a dispatch
+// step gives as many slots at once as under a whole lease of the same
+// pace, not a third as many (lines_base.lua, leaseBatch): two groups drain
+// side by side, one a third of 90 a 300 ms, one the whole of 30, both a
+// slot every 10 ms; the third's steps give twice the grants each.
+func TestLeasedStepBatch(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		third := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 90, Window: 300 * time.Millisecond}, Cost: 1, Leased: true}
+		whole := throttle.Check{Key: "rule/sms/small", Policy: throttle.Policy{Limit: 30, Window: 300 * time.Millisecond}, Cost: 1, Leased: true}
+		leases := l.Leases()
+		for _, c := range []struct {
+			rule  throttle.Check
+			group string
+			parts int64
+		}{{third, "sms.0", worth(30, 90)}, {whole, "sms.1", throttle.LeaseParts}} {
+			if _, err := leases.Open(ctx, c.rule); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := leases.Move(ctx, c.rule, throttle.DefaultGroup, c.group, c.parts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var perStep [2]float64
+		var wg sync.WaitGroup
+		for i, rule := range []throttle.Check{third, whole} {
+			wg.Go(func() { perStep[i] = grantsPerStep(t, l.InGroup(fmt.Sprintf("sms.%d", i)), rule) })
+		}
+		wg.Wait()
+		if perStep[0] < 1.5*perStep[1] {
+			t.Errorf("a step under a third of the rule gave %.1f grants, under a whole lease of the same pace %.1f; want about 20 ms of the whole rule's slots a step, 7 against 3", perStep[0], perStep[1])
+		} else {
+			t.Logf("grants a step: %.1f under a third of the rule, %.1f under a whole lease of the same pace", perStep[0], perStep[1])
+		}
+	})
+}
+
+// grantsPerStep drains 240 tasks of 20 tenants under rule in shard's
+// lines for 1.6 s, calling Dispatch when it says and claiming each grant
+// at once, and returns the mean grants of the steps that gave any after
+// the first 700 ms (the first window admitted at once, the second given
+// at once: the pace set).
+func grantsPerStep(t *testing.T, shard *throttle.Limiter, rule throttle.Check) float64 {
+	ctx := context.Background()
+	lines := shard.Lines(throttle.LinesConfig{Lead: 10 * time.Millisecond})
+	arrival := func(id string) throttle.Arrival {
+		return throttle.Arrival{Class: "sms", Tenant: "t" + id[:strings.Index(id, "-")], Queue: "q", ID: id,
+			Checks: []throttle.LineCheck{{Check: rule, Shared: true}}}
+	}
+	for i := range 240 {
+		if _, err := lines.Arrive(ctx, arrival(fmt.Sprintf("%d-%d", i%20, i))); err != nil {
+			t.Error(err)
+			return 0
+		}
+	}
+	start := time.Now()
+	steps, grants := 0, 0
+	for time.Since(start) < 1600*time.Millisecond {
+		turn, err := lines.Dispatch(ctx)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		for _, g := range turn.Granted {
+			if _, err := lines.Arrive(ctx, arrival(g.ID)); err != nil {
+				t.Error(err)
+				return 0
+			}
+		}
+		if len(turn.Granted) > 0 && time.Since(start) > 700*time.Millisecond {
+			steps, grants = steps+1, grants+len(turn.Granted)
+		}
+		time.Sleep(min(max(turn.Wake, time.Millisecond), 50*time.Millisecond))
+	}
+	if steps == 0 {
+		t.Errorf("%s: no step gave a grant after the first 700 ms", rule.Key)
+		return 0
+	}
+	return float64(grants) / float64(steps)
+}
