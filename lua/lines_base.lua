@@ -109,6 +109,10 @@ local function declared(key)
   return declaredSet[key] == true
 end
 
+-- leaseRead holds the terms of each lease and limit read by this call:
+-- every flow's rules name the same leases, read once.
+local leaseRead = {}
+
 -- rulesFrom reads flat, the rules as values six by six from index first,
 -- into tables: {key, limit, window, cost, algorithm, shared}. A leased
 -- rule (shared 2: a global rule split over shards, docs/SCALING.md) is
@@ -123,8 +127,11 @@ local function rulesFrom(flat, first)
     if rule.shared == 2 then
       rule.shared, rule.lease = 1, leaseOf(rule.key)
       if declared(rule.lease) then
-        local whole = rule.limit
-        rule.limit, rule.pace = leaseTerms(rule.lease, whole)
+        local whole, read = rule.limit, rule.lease .. '\0' .. flat[i + 1]
+        if not leaseRead[read] then
+          leaseRead[read] = {leaseTerms(rule.lease, whole)}
+        end
+        rule.limit, rule.pace = leaseRead[read][1], leaseRead[read][2]
         rule.batch = batch * math.min(leaseBatch, whole / math.max(rule.pace, 1))
       else
         rule.unleased = true

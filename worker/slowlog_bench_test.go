@@ -70,7 +70,7 @@ func slowlogReport(b *testing.B, masters []*redis.Client) {
 		}
 		top := slices.SortedFunc(maps.Keys(us), func(x, y string) int { return cmp.Compare(us[y], us[x]) })
 		var lines []string
-		for _, name := range top[:min(10, len(top))] {
+		for _, name := range top[:min(20, len(top))] {
 			lines = append(lines, fmt.Sprintf("%s: %d calls, %d µs, %.1f µs a call", name, calls[name], us[name], float64(us[name])/float64(calls[name])))
 		}
 		b.Logf("master %d, %d commands (a script's commands are logged apart too):\n  %s", i+1, len(entries), strings.Join(lines, "\n  "))
