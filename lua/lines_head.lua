@@ -5,7 +5,8 @@ lines_head.lua: the start of every script of the fair lines
 Every key of the lines is <base>q...: <base> is the limiter's prefix and
 hash tag ("sluice:{limits}"), shared with the windows the lines serve.
   <base>q:<class>        hash  per level: v<level> virtual time, r<level>
-                               credit; lead; p<log>, f<log> a log's pace
+                               credit; lead, e (in use); p<log>, f<log> a
+                               log's pace
   <base>qr:<class>:<lvl> zset  ready flows (tenant) by start tag
   <base>qb:<class>       zset  blocked flows ("<level>:<tenant>") by end
   <base>qF:<class>       hash  the flows' records: f<lvl>:<tenant> finish

@@ -13,29 +13,44 @@ end
 -- The lead of a class: how far ahead of now a parked task of it is given
 -- its place. It starts at ARGV[2] and follows the median delivery (a
 -- granted task's time from grant to worker) by an eighth of each gap,
--- within minLead and maxLead (docs/FAIRNESS.md, "The horizon").
+-- within minLead and maxLead (docs/FAIRNESS.md, "The horizon"). The lead
+-- in use falls with it at once but rises at most half as fast as time
+-- (class hash field 'e', "<lead in use>:<when>"): the horizon then never
+-- leaps past the places the pace gave ahead of it, a gap lost for good.
 local maxLead, minLead = 2000000, 1000
 local leads = {}
-local function leadOf(class)
+local function leadRead(class)
   if not leads[class] then
-    leads[class] = tonumber(redis.call('HGET', kclass(class), 'lead')) or startLead
+    local h = redis.call('HMGET', kclass(class), 'lead', 'e')
+    local learned = tonumber(h[1]) or startLead
+    local inUse = learned
+    local used, at = string.match(h[2] or '', '^(%d+):(%d+)$')
+    if used then
+      inUse = math.min(learned, tonumber(used) + math.floor(math.max(0, now - tonumber(at)) / 2))
+    end
+    leads[class] = {learned = learned, inUse = math.max(minLead, inUse)}
   end
   return leads[class]
+end
+
+local function leadOf(class)
+  return leadRead(class).inUse
 end
 
 local function learn(class, delivery)
   if delivery > 2 * maxLead then
     return -- a stale sample (its task came back from a long park)
   end
-  local lead = leadOf(class)
+  local l = leadRead(class)
+  local lead = l.learned
   if delivery > lead then
     lead = lead + math.ceil((delivery - lead) / 8)
   else
     lead = lead - math.floor((lead - delivery) / 8)
   end
-  lead = math.min(maxLead, math.max(minLead, lead))
-  leads[class] = lead
-  redis.call('HSET', kclass(class), 'lead', num(lead))
+  l.learned = math.min(maxLead, math.max(minLead, lead))
+  l.inUse = math.min(l.inUse, l.learned)
+  redis.call('HSET', kclass(class), 'lead', num(l.learned), 'e', num(l.inUse) .. ':' .. num(now))
 end
 
 local pruned = {}
@@ -164,6 +179,11 @@ local function advance(class, rules, place)
   end
 end
 
+-- A paced log's places are at least 19/20 of a slot interval apart: a
+-- place given late (a step or a claim late) is caught up on within the
+-- window, where a whole interval would carry the delay to the drain's end.
+local paceShort = 0.95
+
 -- earliest returns the earliest times at or after `at` at which the flow's
 -- own rules, and its shared ones, fit. With `paced`, a shared log that held
 -- a backlog back within its last two windows (class hash field 'f<log>')
@@ -178,7 +198,7 @@ local function earliest(flow, at, paced)
         local full = tonumber(redis.call('HGET', kclass(flow.class), field))
         local last = pace(flow.class, rule.key)
         if full and now - full <= 2 * rule.window and last and rule.limit >= rule.cost then
-          x = math.max(x, last + math.floor(rule.window / (rule.pace or rule.limit)))
+          x = math.max(x, last + math.floor(rule.window * paceShort / (rule.pace or rule.limit)))
         end
         if x > at then
           redis.call('HSET', kclass(flow.class), field, num(now)) -- a backlog still waits

@@ -176,6 +176,10 @@ func (t *Throttle) runLines(ctx context.Context, f *fairLines) {
 		dctx, cancel := context.WithTimeout(ctx, t.timeout)
 		turn, err := f.lines.Dispatch(dctx)
 		cancel()
+		// Timed from the reply, not from the end of the moves below: a
+		// step that wakes late gives its slots late, and the pace never
+		// gets that time back.
+		replied := time.Now()
 		sleep := f.idle
 		if err != nil {
 			f.move(ctx, turn.Granted) // given by its first calls, before the error
@@ -198,7 +202,7 @@ func (t *Throttle) runLines(ctx context.Context, f *fairLines) {
 				sleep = min(turn.Wake, f.idle)
 			}
 		}
-		timer := time.NewTimer(sleep)
+		timer := time.NewTimer(time.Until(replied.Add(sleep)))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
