@@ -167,8 +167,8 @@ func waitEvery(ctx context.Context, interval time.Duration, cond func() bool) er
 	return nil
 }
 
-// ReplicatedCluster is a Redis Cluster of ClusterMasters masters, each
-// with one replica: redis-server processes of a test's own on loopback,
+// ReplicatedCluster is a Redis Cluster of ClusterMasters masters (or as
+// many as StartReplicatedClusterOf asks), each with one replica: redis-server processes of a test's own on loopback,
 // for failover tests. A node is marked failing when it has not answered
 // for 1 s (cluster-node-timeout 1000), and the replica of a master killed
 // takes its slots a few seconds later. Unlike the cluster of ClusterAddrs,
@@ -195,6 +195,14 @@ const ReplicatedClusterNodeTimeout = time.Second
 // fails, the last lines of every node's log are printed.
 func StartReplicatedCluster(tb testing.TB) *ReplicatedCluster {
 	tb.Helper()
+	return StartReplicatedClusterOf(tb, ClusterMasters)
+}
+
+// StartReplicatedClusterOf is StartReplicatedCluster with masters masters
+// (each with a replica) in place of ClusterMasters: the benchmarks' larger
+// clusters.
+func StartReplicatedClusterOf(tb testing.TB, masters int) *ReplicatedCluster {
+	tb.Helper()
 	bin, err := serverBinary()
 	if err != nil {
 		unavailable(tb, "no redis-server for Redis Cluster tests: %v", err)
@@ -207,12 +215,12 @@ func StartReplicatedCluster(tb testing.TB) *ReplicatedCluster {
 		// A replica may take over however long its link was down: the
 		// test decides when a master dies, not how stale its replica is.
 		"--cluster-replica-validity-factor", "0"}
-	for range 2 * ClusterMasters {
+	for range 2 * masters {
 		s, err := c.procs.start(ctx, args...)
 		if err != nil {
 			tb.Fatalf("redistest: %v", err)
 		}
-		if len(c.Masters) < ClusterMasters {
+		if len(c.Masters) < masters {
 			c.Masters = append(c.Masters, s.Addr)
 		} else {
 			c.Replicas = append(c.Replicas, s.Addr)
