@@ -179,11 +179,6 @@ local function advance(class, rules, place)
   end
 end
 
--- A paced log's places are at least 19/20 of a slot interval apart: a
--- place given late (a step or a claim late) is caught up on within the
--- window, where a whole interval would carry the delay to the drain's end.
-local paceShort = 0.95
-
 -- earliest returns the earliest times at or after `at` at which the flow's
 -- own rules, and its shared ones, fit. With `paced`, a shared log that held
 -- a backlog back within its last two windows (class hash field 'f<log>')
@@ -198,7 +193,7 @@ local function earliest(flow, at, paced)
         local full = tonumber(redis.call('HGET', kclass(flow.class), field))
         local last = pace(flow.class, rule.key)
         if full and now - full <= 2 * rule.window and last and rule.limit >= rule.cost then
-          x = math.max(x, last + math.floor(rule.window * paceShort / (rule.pace or rule.limit)))
+          x = math.max(x, last + math.floor(rule.window / (rule.pace or rule.limit)))
         end
         if x > at then
           redis.call('HSET', kclass(flow.class), field, num(now)) -- a backlog still waits

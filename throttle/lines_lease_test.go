@@ -214,7 +214,7 @@ func TestArrivalLeased(t *testing.T) {
 // slot every 10 ms; the third's steps give twice the grants each.
 func TestLeasedStepBatch(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, _ redis.UniversalClient, l *throttle.Limiter, _ string) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
 		ctx := context.Background()
 		third := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 90, Window: 300 * time.Millisecond}, Cost: 1, Leased: true}
 		whole := throttle.Check{Key: "rule/sms/small", Policy: throttle.Policy{Limit: 30, Window: 300 * time.Millisecond}, Cost: 1, Leased: true}
@@ -234,7 +234,8 @@ func TestLeasedStepBatch(t *testing.T) {
 		var perStep [2]float64
 		var wg sync.WaitGroup
 		for i, rule := range []throttle.Check{third, whole} {
-			wg.Go(func() { perStep[i] = grantsPerStep(t, l.InGroup(fmt.Sprintf("sms.%d", i)), rule) })
+			group := fmt.Sprintf("sms.%d", i)
+			wg.Go(func() { perStep[i] = grantsPerStep(t, rdb, l.InGroup(group), prefix+"{"+group+"}qclock", rule) })
 		}
 		wg.Wait()
 		if perStep[0] < 1.5*perStep[1] {
@@ -246,16 +247,23 @@ func TestLeasedStepBatch(t *testing.T) {
 }
 
 // grantsPerStep drains 240 tasks of 20 tenants under rule in shard's
-// lines for 1.6 s, calling Dispatch when it says and claiming each grant
-// at once, and returns the mean grants of the steps that gave any after
-// the first 700 ms (the first window admitted at once, the second given
-// at once: the pace set).
-func grantsPerStep(t *testing.T, shard *throttle.Limiter, rule throttle.Check) float64 {
+// lines, on a clock of the test's own (the hash clock, in the lines' slot),
+// for 1.6 s: it calls Dispatch when the last call said (1 to 50 ms later),
+// each grant claimed at once, and returns the mean grants of the steps that
+// gave any after the first 700 ms (the first window admitted at once, the
+// second given at once: the pace set).
+func grantsPerStep(t *testing.T, rdb redis.UniversalClient, shard *throttle.Limiter, clock string, rule throttle.Check) float64 {
 	ctx := context.Background()
-	lines := shard.Lines(throttle.LinesConfig{Lead: 10 * time.Millisecond})
+	lines := throttle.ClockedLines(shard.Lines(throttle.LinesConfig{Lead: 10 * time.Millisecond}), clock)
+	now := simStart
+	setClock := func() error { return rdb.HSet(ctx, clock, "s", now/1e6, "us", now%1e6).Err() }
 	arrival := func(id string) throttle.Arrival {
 		return throttle.Arrival{Class: "sms", Tenant: "t" + id[:strings.Index(id, "-")], Queue: "q", ID: id,
 			Checks: []throttle.LineCheck{{Check: rule, Shared: true}}}
+	}
+	if err := setClock(); err != nil {
+		t.Error(err)
+		return 0
 	}
 	for i := range 240 {
 		if _, err := lines.Arrive(ctx, arrival(fmt.Sprintf("%d-%d", i%20, i))); err != nil {
@@ -263,9 +271,12 @@ func grantsPerStep(t *testing.T, shard *throttle.Limiter, rule throttle.Check) f
 			return 0
 		}
 	}
-	start := time.Now()
-	steps, grants := 0, 0
-	for time.Since(start) < 1600*time.Millisecond {
+	steps, grants, wake := 0, 0, int64(0)
+	for ; now < simStart+1_600_000; now += min(max(wake, 1_000), 50_000) {
+		if err := setClock(); err != nil {
+			t.Error(err)
+			return 0
+		}
 		turn, err := lines.Dispatch(ctx)
 		if err != nil {
 			t.Error(err)
@@ -277,10 +288,10 @@ func grantsPerStep(t *testing.T, shard *throttle.Limiter, rule throttle.Check) f
 				return 0
 			}
 		}
-		if len(turn.Granted) > 0 && time.Since(start) > 700*time.Millisecond {
+		if len(turn.Granted) > 0 && now > simStart+700_000 {
 			steps, grants = steps+1, grants+len(turn.Granted)
 		}
-		time.Sleep(min(max(turn.Wake, time.Millisecond), 50*time.Millisecond))
+		wake = turn.Wake.Microseconds()
 	}
 	if steps == 0 {
 		t.Errorf("%s: no step gave a grant after the first 700 ms", rule.Key)

@@ -27,7 +27,7 @@ import (
 // places nothing.
 type paceWatch struct {
 	key      string
-	interval int64         // the pace's interval, 19/20 of the slot interval, µs
+	interval int64         // the slot interval, µs
 	from     int64         // places given by calls before this time are not checked
 	late     int64         // how late a grant may be claimed, µs
 	members  map[unit]bool // the log as last read
@@ -46,7 +46,7 @@ func (s *lineSim) watchPaces(prefix string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.watch = &paceWatch{key: key, interval: s.global.Window.Microseconds() * 19 / 20 / int64(s.global.Limit),
+	s.watch = &paceWatch{key: key, interval: s.global.Window.Microseconds() / int64(s.global.Limit),
 		late: throttle.DefaultLinesLate.Microseconds(), from: math.MaxInt64}
 }
 
@@ -112,7 +112,7 @@ func (w *paceWatch) look(s *lineSim) {
 	slices.SortFunc(fresh, func(a, b unit) int { return int(a.at - b.at) })
 	for _, u := range fresh {
 		if n := len(w.placed); n > 0 && u.at-w.placed[n-1] < w.interval && len(w.failures) < 5 {
-			w.failures = append(w.failures, fmt.Sprintf("at +%v %s: a place at +%v, %v after the place given before it (+%v): the pace's interval is %v",
+			w.failures = append(w.failures, fmt.Sprintf("at +%v %s: a place at +%v, %v after the place given before it (+%v): the slot interval is %v",
 				s.elapsed(), u.member, us(u.at-simStart), us(u.at-w.placed[n-1]), us(w.placed[n-1]-simStart), us(w.interval)))
 		}
 		w.placed = append(w.placed, u.at)
@@ -157,12 +157,12 @@ func us(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 // TestLinesPacedGrants: over a long drain (two backlogs of 1,200 under a
 // shared rule of 50 a second, 2,400 slots), with deliveries from 10 ms to
 // 210 ms (claims early and late), newcomers and urgent tasks at random
-// times, no place the lines give in the shared log is closer than 19/20 of
-// the slot interval (19 ms) to the one given before it, checked at every
-// grant; so a slot is never more than an interval away for a task that
-// starts waiting, and every newcomer's and urgent task's send comes within
-// a slot plus 100 ms of its arrival. The rule is still used at 0.9 of its limit
-// or more (0.94 to 0.96), and no window holds more than its limit.
+// times, no place the lines give in the shared log is closer than the slot
+// interval (20 ms) to the one given before it, checked at every grant; so
+// a slot is never more than an interval away for a task that starts
+// waiting, and every newcomer's and urgent task's send comes within a slot
+// plus 100 ms of its arrival. The rule is still used at 0.9 of its limit
+// or more (0.93 to 0.94), and no window holds more than its limit.
 func TestLinesPacedGrants(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {

@@ -455,11 +455,11 @@ func TestLinesVaryingDeliveries(t *testing.T) {
 			t.Errorf("a granted task waited %v at its worker on average, want at most 60ms", mean)
 		}
 		// A late task's place moves to its send, and its slot's next turn
-		// comes that much later; the places after it catch up by the
-		// twentieth of a slot interval the pace leaves. Some of the rate
-		// is lost (0.87 was used here when the pace was a whole interval
-		// and the lead rose at once; 0.938 since), never a window
-		// exceeded.
+		// comes that much later; the pace, which never gives two places
+		// closer than a slot interval, does not catch up on it (0.94 of
+		// the rule was used when it did, in bursts). Some of the rate is
+		// lost (0.87 was used here when this was written; 0.936 since the
+		// lead in use rises slowly), never a window exceeded.
 		c := s.count(3*time.Second, 13*time.Second)
 		n := c["acme"] + c["globex"]
 		if n < 460 {
@@ -469,45 +469,30 @@ func TestLinesVaryingDeliveries(t *testing.T) {
 	})
 }
 
-// TestLinesSlowDeliveries: a granted task now and then reaches its worker
-// long after the others, whose deliveries take 20 ms. The rule, 50 a
-// second, loses few of its slots to them, and no window holds more than
-// its limit:
-//   - one in 20 takes 700 ms, past `late`: its grant is taken back. At
-//     least 0.95 of the rule is used: the pace's interval is 19/20 of the
-//     slot's, so the places after a lost one catch up (a whole interval:
-//     0.942);
-//   - three in a row take 320 ms, once in 33: claimed late, their places
-//     moved. At least 0.94: the lead in use rises at most half as fast as
-//     time, so these deliveries do not leap the horizon past the places
-//     the pace gave ahead (a lead that follows them at once: 0.908; a
-//     whole interval: 0.930).
+// TestLinesSlowDeliveries: granted tasks reach their workers in 20 ms,
+// but three in a row take 320 ms once in 33, claimed late and their places
+// moved. The lead in use rises at most half as fast as time, so these few
+// do not leap the horizon past the places the pace gave ahead of it, a
+// gap never recovered: at least 0.92 of the rule is used (0.930; 0.910
+// with a lead that follows them at once), and no window holds more than
+// its limit.
 func TestLinesSlowDeliveries(t *testing.T) {
 	t.Parallel()
-	slow := func(fast int, late ...int64) []int64 { return append(make([]int64, fast), late...) }
-	for _, c := range []struct {
-		name   string
-		jitter []int64
-		want   int // of 500 in windows 3 to 13
-	}{{"taken back", slow(19, 680_000), 475}, {"moved", slow(30, 300_000, 300_000, 300_000), 470}} {
-		t.Run(c.name, func(t *testing.T) {
-			eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
-				s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 50, Window: time.Second})
-				s.fetch = 20_000
-				s.jitter = c.jitter
-				s.enqueue("acme", 3, 400)
-				s.enqueue("globex", 3, 400)
-				s.run(16 * time.Second)
-				s.checkWindows()
-				cnt := s.count(3*time.Second, 13*time.Second)
-				n := cnt["acme"] + cnt["globex"]
-				if n < c.want {
-					t.Errorf("%d sends in windows 3 to 13, want at least %d of 500", n, c.want)
-				}
-				t.Logf("%d sends in windows 3 to 13, %.3f of the limit", n, float64(n)/500)
-			})
-		})
-	}
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *throttle.Limiter, prefix string) {
+		s := newLineSim(t, rdb, prefix, throttle.Policy{Limit: 50, Window: time.Second})
+		s.fetch = 20_000
+		s.jitter = append(make([]int64, 30), 300_000, 300_000, 300_000)
+		s.enqueue("acme", 3, 400)
+		s.enqueue("globex", 3, 400)
+		s.run(16 * time.Second)
+		s.checkWindows()
+		c := s.count(3*time.Second, 13*time.Second)
+		n := c["acme"] + c["globex"]
+		if n < 460 {
+			t.Errorf("%d sends in windows 3 to 13, want at least 0.92 of 500", n)
+		}
+		t.Logf("%d sends in windows 3 to 13, %.3f of the limit", n, float64(n)/500)
+	})
 }
 
 // TestLinesWaiting: Waiting lists each waiting flow with the tasks in its

@@ -202,6 +202,9 @@ func (t *Throttle) runLines(ctx context.Context, f *fairLines) {
 				sleep = min(turn.Wake, f.idle)
 			}
 		}
+		if err != nil {
+			replied = time.Now() // a backoff is a whole backoff
+		}
 		timer := time.NewTimer(time.Until(replied.Add(sleep)))
 		select {
 		case <-ctx.Done():
