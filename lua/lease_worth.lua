@@ -35,6 +35,5 @@ end
 
 -- leaseWorth is the units of a rule of limit that the lease at key allows.
 local function leaseWorth(key, limit)
-  local worth = leaseTerms(key, limit)
-  return worth
+  return (leaseTerms(key, limit))
 end

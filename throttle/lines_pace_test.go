@@ -162,7 +162,7 @@ func us(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 // a slot is never more than an interval away for a task that starts
 // waiting, and every newcomer's and urgent task's send comes within a slot
 // plus 100 ms of its arrival. The rule is still used at 0.9 of its limit
-// or more (0.93 to 0.94), and no window holds more than its limit.
+// or more (0.93 to 0.95), and no window holds more than its limit.
 func TestLinesPacedGrants(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {

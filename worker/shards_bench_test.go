@@ -31,9 +31,10 @@ tasks:
 // with two workers of concurrency 20, under layouts of 1 and 3 shards: on
 // a three-master cluster of its own (each master with a replica), with 6
 // shards on a six-master one, and on one Redis, where the shards' cost
-// shows without several servers sharing the cores. It reports each master's Redis CPU (user + system) during the
-// drain, the busiest over the mean ("busiest/mean"; docs/SCALING.md
-// promises at most 1.3 with shards), the CPU of all masters per task, and
+// shows without several servers sharing the cores. It reports each
+// master's Redis CPU (user + system) during the drain, the busiest over
+// the mean ("busiest/mean"; docs/SCALING.md promises at most 1.3 with
+// shards), the CPU of all masters per task, and
 // how close the drain came to the provider's rate ("utilization", ideal
 // time over actual, from the workers' start) and to the pace the global
 // rule allows ("paced": a send every (window + margin) ÷ limit, from the

@@ -39,7 +39,7 @@ func slowlogStart(b *testing.B, masters []*redis.Client) {
 }
 
 // slowlogReport logs, for each master, the calls and the summed duration
-// of its ten costliest scripts and commands since slowlogStart.
+// of its twenty costliest scripts and commands since slowlogStart.
 func slowlogReport(b *testing.B, masters []*redis.Client) {
 	b.Helper()
 	if os.Getenv(slowlogEnv) != "1" {

@@ -168,8 +168,8 @@ func waitEvery(ctx context.Context, interval time.Duration, cond func() bool) er
 }
 
 // ReplicatedCluster is a Redis Cluster of ClusterMasters masters (or as
-// many as StartReplicatedClusterOf asks), each with one replica: redis-server processes of a test's own on loopback,
-// for failover tests. A node is marked failing when it has not answered
+// many as StartReplicatedClusterOf asks), each with one replica:
+// redis-server processes of a test's own on loopback, for failover tests. A node is marked failing when it has not answered
 // for 1 s (cluster-node-timeout 1000), and the replica of a master killed
 // takes its slots a few seconds later. Unlike the cluster of ClusterAddrs,
 // shared by the test binary, it is started for one test, which may kill
