@@ -152,7 +152,9 @@ local function swapFor(flow, id, place)
     for j = 1, (owns and rule.cost or 0) do
       owns = owns and tonumber(redis.call('ZSCORE', rule.key, '@' .. id .. '#' .. j)) == place
     end
-    if owns then
+    if rule.algorithm == 'concurrency' and redis.call('ZSCORE', rule.key, id) then
+      swap[#swap + 1] = rule -- its slot, freed by takeBack below
+    elseif owns then
       if at > place and not movable({rule}, place) then
         return nil
       end

@@ -9,6 +9,9 @@ whatever its limit, beside the exact sliding-window log of decide.lua:
                     time; emission interval window / limit, burst limit
   'fixed-window'    one count per window; windows are aligned to multiples of
                     the window since the epoch of the Redis clock
+  'concurrency'     an in-flight cap, not a rate: the slots held, one
+                    member per holder, scored by when its lease lapses;
+                    `window` is the lease (docs/INFLIGHT.md)
 
 This chunk defines two local functions and no global; decide.lua, peek.lua
 and the lines' scripts include it, and their checks call them. They are set by a call of
@@ -16,9 +19,9 @@ define_counters(), which decide.lua makes only when a check needs them: a
 call of the script creates the closures of the functions it defines, and
 the sliding log alone should not pay for them:
 
-  counter_check(alg, key, limit, window, cost, now)
+  counter_check(alg, key, limit, window, cost, now, holder)
       -> allowed, count, retry, reset, state
-  counter_record(alg, key, limit, window, cost, now, state)
+  counter_record(alg, key, limit, window, cost, now, state, holder)
       -> count, reset
 
   alg     'sliding-window', 'gcra' or 'fixed-window'
@@ -30,6 +33,8 @@ the sliding log alone should not pay for them:
   cost    units, 1 <= cost <= limit
   now     microseconds of the Redis clock, an integer (now + 2 * window
           stays below 2^53 until the year 2235)
+  holder  'concurrency' only: the caller's id, which names its slot; a
+          caller that holds one already fits, and keeps it
 
 counter_check reads the key and writes nothing. It returns
   allowed  1 when a request of this cost fits now, else 0
@@ -76,6 +81,12 @@ Every figure returned is an integer. The keys:
   fixed-window    hash {s, c}: c units admitted in the window that starts
                   at s. They count while s >= S, the current window's start;
                   retry and reset are the time to the next window.
+  concurrency     sorted set, member the holder, score when its lease
+                  lapses (us). count is the members not lapsed (score >
+                  now), the holder's own left out; cost is 1. retry is the
+                  time until the first of them lapses: a release may come
+                  sooner. Recording drops the lapsed members and writes the
+                  holder's lapse at now + window.
 ]]
 
 local counter_check, counter_record
@@ -311,22 +322,56 @@ local function define_counters()
     return count, reset
   end
 
-  local checks = {['sliding-window'] = sliding_check, gcra = gcra_check, ['fixed-window'] = fixed_check}
-  local records = {['sliding-window'] = sliding_record, gcra = gcra_record, ['fixed-window'] = fixed_record}
+  -- Concurrency: the slots held.
 
-  counter_check = function(alg, key, limit, window, cost, now)
+  local function slots_check(key, limit, window, cost, now, holder)
+    local count = redis.call('ZCOUNT', key, string.format('(%d', now), '+inf')
+    local held = holder and tonumber(redis.call('ZSCORE', key, holder))
+    if held and held > now then
+      count = count - 1
+    else
+      held = nil
+    end
+    local last = redis.call('ZRANGE', key, 0, 0, 'REV', 'WITHSCORES')
+    local reset = 0
+    if last[2] and tonumber(last[2]) > now then
+      reset = tonumber(last[2]) - now
+    end
+    if held or count + cost <= limit then
+      return 1, count, 0, reset, {count, reset}
+    end
+    local first = redis.call('ZRANGE', key, string.format('(%d', now), '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    return 0, count, math.max(1, tonumber(first[2]) - now), reset, {count, reset}
+  end
+
+  local function slots_record(key, limit, window, cost, now, state, holder)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    redis.call('ZADD', key, now + window, holder)
+    local reset = math.max(window, state[2])
+    if redis.call('PTTL', key) < floor(reset / 1000) + 1 then
+      expire(key, reset)
+    end
+    return state[1] + cost, reset
+  end
+
+  local checks = {['sliding-window'] = sliding_check, gcra = gcra_check, ['fixed-window'] = fixed_check,
+    concurrency = slots_check}
+  local records = {['sliding-window'] = sliding_record, gcra = gcra_record, ['fixed-window'] = fixed_record,
+    concurrency = slots_record}
+
+  counter_check = function(alg, key, limit, window, cost, now, holder)
     local f = checks[alg]
     if not f then
       error('counters: unknown algorithm ' .. tostring(alg))
     end
-    return f(key, limit, window, cost, now)
+    return f(key, limit, window, cost, now, holder)
   end
 
-  counter_record = function(alg, key, limit, window, cost, now, state)
+  counter_record = function(alg, key, limit, window, cost, now, state, holder)
     local f = records[alg]
     if not f then
       error('counters: unknown algorithm ' .. tostring(alg))
     end
-    return f(key, limit, window, cost, now, state)
+    return f(key, limit, window, cost, now, state, holder)
   end
 end

@@ -56,13 +56,16 @@ ARGV[1]      "1": record the admission when every check allows (Allow)
              "2": as "1", and a denied caller takes a place (line mode)
              (peek.lua: "0" record nothing, only look (Peek); "3" as "0",
              and the reply counts the places in line (Usage))
-ARGV[2]      caller id (line mode), else ""
+ARGV[2]      caller id (line mode, or a 'concurrency' check), else ""
 ARGV[3]      tolerance in microseconds (line mode), else 0
 ARGV[4i]     limit of check i: most units in any window
 ARGV[4i+1]   window of check i, in microseconds
 ARGV[4i+2]   cost of check i, in units, 1 <= cost <= limit
-ARGV[4i+3]   algorithm of check i: 'sliding-log', 'sliding-window', 'gcra'
-             or 'fixed-window'
+ARGV[4i+3]   algorithm of check i: 'sliding-log', 'sliding-window', 'gcra',
+             'fixed-window' or 'concurrency' (an in-flight cap, whose slot
+             is named by the caller id: ARGV[2] in every mode; a caller
+             it refuses takes no place, and is told the time until its
+             first slot lapses)
              n = (#ARGV - 3) / 4
 
 Reply, short, for the common admission (ARGV[1] = "1" or "2", every check a
@@ -248,7 +251,7 @@ local function record()
     wrote(i, now)
   end
   for _, i in ipairs(counters) do
-    counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i])
+    counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i], id)
   end
 end
 
@@ -290,7 +293,7 @@ if mode == '2' and #logs > 0 then
       end
     end
     for _, i in ipairs(counters) do
-      counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i])
+      counts[i], resets[i] = counter_record(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, states[i], id)
     end
     settle()
     return finish(1, 0, 0, 0, place)
@@ -319,6 +322,15 @@ if at == now then
   end
   settle()
   return finish(1, 0, 0, 0, look and 0 or now)
+end
+
+-- A full cap takes no place: no time is known at which a slot frees (a
+-- release may come at any time), and a place would hold the logs' slots.
+for _, i in ipairs(counters) do
+  if algs[i] == 'concurrency' and retries[i] > 0 then
+    settle()
+    return finish(0, retries[i], i, 0, 0)
+  end
 end
 
 local far, wait, farBy = beyondLease(at)

@@ -63,6 +63,7 @@ type LineScripts struct {
 	Wake     *redis.Script // wake.lua: a class is due now
 	Waiting  *redis.Script // waiting.lua: the waiting flows, read only
 	Demand   *redis.Script // demand.lua: one class's waiting weight by level, read only
+	Upcoming *redis.Script // upcoming.lua: the tasks a class serves next, read only
 }
 
 // Lines are the fair lines' scripts as Redis runs them.
@@ -82,7 +83,7 @@ func NewLineScripts(edit func(name, text string) string) LineScripts {
 	return LineScripts{
 		Arrive: script("arrive.lua"), Dispatch: script("dispatch.lua"), Drop: script("drop.lua"),
 		Granted: script("granted.lua"), Refresh: script("refresh.lua"), Wake: script("wake.lua"),
-		Waiting: script("waiting.lua"), Demand: script("demand.lua"),
+		Waiting: script("waiting.lua"), Demand: script("demand.lua"), Upcoming: script("upcoming.lua"),
 	}
 }
 

@@ -115,7 +115,7 @@ local function culprit(class, level, tenant)
   flat = decoded and type(flat) == 'table' and flat or {}
   for i = 1, #flat, 6 do
     if type(flat[i]) == 'string' then
-      want[flat[i]] = flat[i + 4] == 'sliding-log' and 'zset' or 'hash'
+      want[flat[i]] = (flat[i + 4] == 'sliding-log' or flat[i + 4] == 'concurrency') and 'zset' or 'hash'
     end
   end
   for key, kind in pairs(want) do

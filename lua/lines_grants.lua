@@ -104,6 +104,17 @@ local function grant(flow, start, place, here, swapped)
   return head.queue, head.id, taken
 end
 
+-- hasLog reports whether some rule of flow is a sliding log: only a log
+-- has a place in time.
+local function hasLog(flow)
+  for _, rule in ipairs(flow.rules) do
+    if rule.algorithm == 'sliding-log' then
+      return true
+    end
+  end
+  return false
+end
+
 -- batchOf is how far beyond the lead a step gives flow's shared places:
 -- `batch`, more under a lease worth part of its rule (rule.batch).
 local function batchOf(flow)
@@ -141,9 +152,10 @@ local function pick(class, levelsInOrder, here, gate)
       end
       if ok and head then
         -- A parked task needs a lead to reach a worker, less the tolerance
-        -- it may be late by; a task at a worker needs none.
+        -- it may be late by; a task at a worker needs none, nor a flow
+        -- without a log (its caps and counters admit it when it comes).
         local at = math.max(now, horizon - tolerance)
-        if head.id == here then
+        if head.id == here or not hasLog(flow) then
           at = now
         end
         ok, own, shared = pcall(earliest, flow, at, true)

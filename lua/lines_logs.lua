@@ -70,6 +70,12 @@ local function free(rule, at, class)
   if allowed == 1 then
     return at
   end
+  if rule.algorithm == 'concurrency' then
+    -- Full now: no grant until a slot frees, whatever its time (a holder
+    -- may renew), so past any horizon a step gives places up to. A
+    -- release makes the class due at once; a lapse, a lead after it.
+    return math.max(at, now + retry + leadOf(class), now + leadOf(class) + batch * leaseBatch + 1)
+  end
   return math.max(at, now + retry + leadOf(class))
 end
 
@@ -81,11 +87,22 @@ local function expire(key, window, place)
   end
 end
 
+-- hold writes task id's slot of cap rule, lapsing at `lapse`.
+local function hold(rule, id, lapse)
+  redis.call('ZREMRANGEBYSCORE', rule.key, '-inf', now)
+  redis.call('ZADD', rule.key, lapse, id)
+  expire(rule.key, 0, lapse)
+end
+
 -- record writes task id's units into every rule at place: as a place
--- ('@id#j') or, when `taken`, as its admission ('<place>-c<id>#j').
+-- ('@id#j') or, when `taken`, as its admission ('<place>-c<id>#j'). A
+-- cap's slot is held from a grant, until its place plus `late` (when an
+-- unclaimed grant is taken back), and from an admission for its lease.
 local function record(rules, id, place, taken)
   for _, rule in ipairs(rules) do
-    if rule.algorithm == 'sliding-log' then
+    if rule.algorithm == 'concurrency' then
+      hold(rule, id, taken and math.max(place, now) + rule.window or place + late)
+    elseif rule.algorithm == 'sliding-log' then
       local args = {}
       for j = 1, rule.cost do
         args[2 * j - 1] = place
@@ -114,14 +131,23 @@ local function forgetFrontier(key)
   end
 end
 
--- unplace removes task id's places from the log rules or, given `claim`
--- (a time), turns them into its admission then. It reports whether some
--- log had lost them. Given `only` (a set of keys), it leaves the places
+-- unplace removes task id's places from the log rules, and its slots from
+-- the caps, or, given `claim` (a time), turns them into its admission
+-- then. It reports whether some log or cap had lost them. Given `only` (a set of keys), it leaves the places
 -- in other logs: they count until they move or leave with their window.
 local function unplace(rules, id, claim, only)
   local lost = false
   for _, rule in ipairs(rules) do
-    if rule.algorithm == 'sliding-log' and (not only or only[rule.key]) then
+    if rule.algorithm == 'concurrency' and (not only or only[rule.key]) then
+      -- A grant's slot: held for the lease from the claim, else freed.
+      if not tonumber(redis.call('ZSCORE', rule.key, id) or '') then
+        lost = true
+      elseif claim then
+        hold(rule, id, math.max(claim, now) + rule.window)
+      else
+        redis.call('ZREM', rule.key, id)
+      end
+    elseif rule.algorithm == 'sliding-log' and (not only or only[rule.key]) then
       local removed = false
       for j = 1, rule.cost do
         if redis.call('ZREM', rule.key, '@' .. id .. '#' .. j) == 0 then

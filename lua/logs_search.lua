@@ -269,7 +269,7 @@ if #counters > 0 then
 end
 local counterAt = now
 for _, i in ipairs(counters) do
-  local allowed, count, retry, reset, state = counter_check(algs[i], KEYS[i], limits[i], windows[i], costs[i], now)
+  local allowed, count, retry, reset, state = counter_check(algs[i], KEYS[i], limits[i], windows[i], costs[i], now, id)
   counts[i], retries[i], resets[i], states[i] = count, retry, reset, state
   if allowed == 1 then
     retries[i] = 0

@@ -60,3 +60,10 @@ var LeaseHeld = redis.NewScript(load("lease_held.lua"))
 
 // Claim takes or renews a role one process plays at a time: see claim.lua.
 var Claim = redis.NewScript(load("claim.lua"))
+
+// SlotsRenew renews a holder's slots in its caps: see slots_renew.lua.
+var SlotsRenew = redis.NewScript(load("slots_renew.lua"))
+
+// SlotsRelease frees a holder's slots in its caps and wakes its class's
+// fair lines: see slots_release.lua.
+var SlotsRelease = redis.NewScript(load("slots_release.lua"))

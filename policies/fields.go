@@ -18,8 +18,8 @@ import (
 // documentation gives them.
 var (
 	fileFields     = []string{"margin", "extra_task_types", "weights", "tasks"}
-	ruleFields     = []string{"name", "scope", "limit", "window", "margin", "algorithm", "mode", "tenants"}
-	overrideFields = []string{"limit", "window"}
+	ruleFields     = []string{"name", "scope", "limit", "window", "margin", "algorithm", "concurrency", "lease", "mode", "tenants"}
+	overrideFields = []string{"limit", "window", "concurrency"}
 )
 
 // fileLayout is what checkFields learns of the file: its task types in

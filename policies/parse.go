@@ -41,10 +41,14 @@ type (
 		Window    string                `yaml:"window"`
 		Margin    *string               `yaml:"margin"`
 		Tenants   mapping[overrideFile] `yaml:"tenants"`
+
+		Concurrency yaml.Node `yaml:"concurrency"`
+		Lease       *string   `yaml:"lease"`
 	}
 	overrideFile struct {
-		Limit  yaml.Node `yaml:"limit"`
-		Window *string   `yaml:"window"`
+		Limit       yaml.Node `yaml:"limit"`
+		Window      *string   `yaml:"window"`
+		Concurrency yaml.Node `yaml:"concurrency"`
 	}
 )
 
@@ -265,6 +269,12 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 	default:
 		return r, fmt.Errorf("mode: %q must be \"enforce\" (the default) or \"shadow\"", rf.Mode)
 	}
+	if rf.Concurrency.Kind != 0 {
+		return parseCap(r, rf)
+	}
+	if rf.Lease != nil {
+		return r, errors.New("lease: only a concurrency rule has a lease")
+	}
 	alg, err := parseAlgorithm(rf.Algorithm)
 	if err != nil {
 		return r, fmt.Errorf("algorithm: %v", err)
@@ -294,12 +304,22 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 	if err := checkMargin(r.Policy, r.MarginFor(r.Policy)); err != nil {
 		return r, err
 	}
+	return parseOverrides(r, rf)
+}
+
+// parseOverrides reads the tenant overrides of r, a rate rule: each sets
+// a limit, a window or both.
+func parseOverrides(r Rule, rf ruleFile) (Rule, error) {
+	var err error
 	if len(rf.Tenants) > 0 && rf.Scope != ScopeTenant {
 		return r, fmt.Errorf("tenants: overrides need scope %q", ScopeTenant)
 	}
 	for tenant, o := range rf.Tenants {
 		if err := producer.ValidateTenant(tenant); err != nil {
 			return r, fmt.Errorf("tenants: %v", err)
+		}
+		if o.Concurrency.Kind != 0 {
+			return r, fmt.Errorf("tenants: %s: concurrency: the rule is a rate (limit and window); override its limit or window", tenant)
 		}
 		pol := r.Policy
 		if o.Window != nil {

@@ -31,7 +31,7 @@ func withTenants(r policies.Rule, tenants map[string]throttle.Policy) policies.R
 
 // acceptCases lists the good files of TestParseAccepts.
 func acceptCases() []acceptCase {
-	return slices.Concat(scopeAndWindowAccepts(), overrideAndYAMLAccepts())
+	return slices.Concat(scopeAndWindowAccepts(), overrideAndYAMLAccepts(), capAccepts())
 }
 
 // scopeAndWindowAccepts covers both scopes, the order of rules, and
@@ -165,7 +165,7 @@ func oneRule(fields string) string { return "tasks:\n  sms:send:\n    - {" + fie
 
 // rejectCases lists the bad files of TestParseRejects.
 func rejectCases() []rejectCase {
-	return slices.Concat(shapeRejects(), nameRejects(), limitAndWindowRejects(), algorithmAndOverrideRejects())
+	return slices.Concat(shapeRejects(), nameRejects(), limitAndWindowRejects(), algorithmAndOverrideRejects(), capRejects())
 }
 
 // shapeRejects are files whose shape is wrong.
@@ -183,7 +183,7 @@ func shapeRejects() []rejectCase {
 		{"unknown top-level field", "task:\n  sms:send: []\n",
 			[]string{`line 1: unknown field "task" (did you mean tasks?); the file's fields are margin, extra_task_types, weights, tasks`}},
 		{"unknown rule field", "tasks:\n  sms:send:\n    - name: a\n      scope: tenant\n      limt: 4\n      window: 1s\n",
-			[]string{`line 5: sms:send: rule 1 (a): unknown field "limt" (did you mean limit?); a rule's fields are name, scope, limit, window, margin, algorithm, mode, tenants`}},
+			[]string{`line 5: sms:send: rule 1 (a): unknown field "limt" (did you mean limit?); a rule's fields are name, scope, limit, window, margin, algorithm, concurrency, lease, mode, tenants`}},
 		{"unknown rule field, not a slip", oneRule("name: a, scope: tenant, limit: 1, window: 1s, burst: 3"),
 			[]string{`line 3: sms:send: rule 1 (a): unknown field "burst"; a rule's fields are `}},
 		{"unknown field of a rule without a name", oneRule("scope: tenant, limit: 1, window: 1s, Scope: global"),
@@ -191,7 +191,7 @@ func shapeRejects() []rejectCase {
 		{"unknown field of the second rule", "tasks:\n  email:send:\n    - {name: a, scope: tenant, limit: 1, window: 1s}\n    - {name: b, scope: tenant, limit: 1, windw: 1s}\n",
 			[]string{`line 4: email:send: rule 2 (b): unknown field "windw" (did you mean window?)`}},
 		{"unknown override field", oneRule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {limt: 2}}"),
-			[]string{`line 3: sms:send: rule 1 (a): tenants: big: unknown field "limt" (did you mean limit?); an override's fields are limit, window`}},
+			[]string{`line 3: sms:send: rule 1 (a): tenants: big: unknown field "limt" (did you mean limit?); an override's fields are limit, window, concurrency`}},
 		{"limit not a number", oneRule("name: a, scope: tenant, limit: four, window: 1s"),
 			[]string{`sms:send: rule 1 (a): limit: "four" is not a whole number such as 10`}},
 		{"hexadecimal limit", oneRule("name: a, scope: tenant, limit: 0x10, window: 1s"),
@@ -334,7 +334,7 @@ func limitAndWindowRejects() []rejectCase {
 		{"unknown mode", oneRule("name: a, scope: tenant, mode: dry-run, limit: 1, window: 1s"),
 			[]string{`sms:send: rule 1 (a): mode: "dry-run" must be "enforce" (the default) or "shadow"`}},
 		{"mode in an override", oneRule("name: a, scope: tenant, limit: 1, window: 1s, tenants: {big: {mode: shadow}}"),
-			[]string{"line 3", `tenants: big: unknown field "mode"; an override's fields are limit, window`}},
+			[]string{"line 3", `tenants: big: unknown field "mode"; an override's fields are limit, window, concurrency`}},
 	}
 }
 

@@ -72,9 +72,21 @@ const (
 	// ResetAfter are the time to the next window; Decision.Count is the
 	// units of the current window.
 	FixedWindow Algorithm = "fixed-window"
+
+	// Concurrency is an in-flight cap, not a rate: at most Limit callers
+	// hold a slot at once, each named by its id (AllowInLine), and a slot
+	// lapses Window after it was taken or last renewed (Renew) unless it
+	// is released first (Release). Cost is 1. A denial's RetryAfter is at
+	// most the time until the first slot held lapses: a release may free
+	// one sooner. docs/INFLIGHT.md is its design.
+	Concurrency Algorithm = "concurrency"
 )
 
-// Algorithms returns the algorithms a Policy accepts, the default first.
+// MaxConcurrency is the largest Limit of a Concurrency policy.
+const MaxConcurrency = 10_000
+
+// Algorithms returns the rate algorithms a Policy accepts, the default
+// first; Concurrency, a cap rather than a rate, is not among them.
 func Algorithms() []Algorithm {
 	return []Algorithm{SlidingLog, SlidingWindow, GCRA, FixedWindow}
 }
@@ -90,7 +102,7 @@ func (a Algorithm) String() string {
 // valid reports whether a is "" or one of Algorithms.
 func (a Algorithm) valid() bool {
 	switch a {
-	case "", SlidingLog, SlidingWindow, GCRA, FixedWindow:
+	case "", SlidingLog, SlidingWindow, GCRA, FixedWindow, Concurrency:
 		return true
 	}
 	return false
@@ -106,6 +118,9 @@ func (a Algorithm) counter() bool {
 func (a Algorithm) maxLimit() int {
 	if a.counter() {
 		return MaxCounterLimit
+	}
+	if a == Concurrency {
+		return MaxConcurrency
 	}
 	return MaxLimit
 }

@@ -28,7 +28,7 @@ var encodeKeyPart = keyspace.Encode
 
 // redisKeys are the Redis keys of one limiter key. After the hash tag each
 // kind of key starts with a character of its own (":" "h" "s" "g" "f" "p"
-// "e" "E", "q" for the fair lines, "layout" and "workers" alone), so no
+// "e" "E" "i", "q" for the fair lines, "layout" and "workers" alone), so no
 // two kinds can meet whatever the body.
 type redisKeys struct {
 	group         string // the encoded group, the hash tag
@@ -40,6 +40,7 @@ type redisKeys struct {
 	fixedWindow   string // <prefix>{<group>}fw:<body>, the count of FixedWindow, a hash
 	lease         string // <prefix>{<group>}e:<body>, the group's share of a global rule, a hash (lease.go)
 	moves         string // <prefix>{<group>}E:<body>, the moves of shares the group took, a sorted set
+	slots         string // <prefix>{<group>}i:<body>, the slots of a Concurrency cap in flight, a sorted set
 }
 
 // forAlgorithm returns the key that holds the state of algorithm a: the log
@@ -56,6 +57,8 @@ func (rk redisKeys) forAlgorithm(a Algorithm) string {
 		return rk.gcra
 	case FixedWindow:
 		return rk.fixedWindow
+	case Concurrency:
+		return rk.slots
 	}
 	panic(fmt.Sprintf("throttle: no key for algorithm %q", string(a)))
 }
@@ -80,6 +83,7 @@ func (l *Limiter) redisKey(key string) (redisKeys, error) {
 		slidingWindow: tag + "sw:" + body,
 		gcra:          tag + "gcra:" + body,
 		fixedWindow:   tag + "fw:" + body,
+		slots:         tag + "i:" + body,
 		lease:         tag + "e:" + body,
 		moves:         tag + "E:" + body,
 	}, nil
@@ -103,7 +107,8 @@ func (l *Limiter) RedisKey(key string) (string, error) {
 // a, for inspection with redis-cli: RedisKey's sliding-window log for
 // SlidingLog (and ""); for the others a hash in the same hash tag,
 // <prefix>{<group>}sw:<body> (SlidingWindow), <prefix>{<group>}gcra:<body>
-// (GCRA) or <prefix>{<group>}fw:<body> (FixedWindow). It fails for an empty
+// (GCRA) or <prefix>{<group>}fw:<body> (FixedWindow), and the sorted set
+// <prefix>{<group>}i:<body> of Concurrency's slots. It fails for an empty
 // key or group, an unknown algorithm (ErrInvalidPolicy), or a Limiter with
 // an invalid configuration.
 func (l *Limiter) RedisKeyFor(key string, a Algorithm) (string, error) {

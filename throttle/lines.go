@@ -295,6 +295,22 @@ func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 // reads the task's entry first, to name its keys to the script, and reads
 // again (up to three times) when the entry changes meanwhile.
 func (ls *Lines) Drop(ctx context.Context, id string) error {
+	return ls.drop(ctx, id, false)
+}
+
+// Absent takes back the grant of task id, which its task did not claim
+// at once although it runs at some worker (it stood there, and that
+// worker died or stalled): its slots go to others now, not when the
+// grant lapses, and the task goes to the tail of its flow, its turn
+// spent; absent again a second or more later, it leaves the lines (it
+// arrives again when asynq recovers it). A task not granted is left as
+// it is. Safe for concurrent use.
+func (ls *Lines) Absent(ctx context.Context, id string) error {
+	return ls.drop(ctx, id, true)
+}
+
+// drop is Drop, or Absent.
+func (ls *Lines) drop(ctx context.Context, id string, absent bool) error {
 	if ls.l.err != nil {
 		return ls.l.err
 	}
@@ -308,6 +324,7 @@ func (ls *Lines) Drop(ctx context.Context, id string) error {
 		if keys == nil {
 			break // in no line
 		}
+		args = append(args, b2i(absent))
 		t, err := ls.runKeys(ctx, ls.scripts.Drop, group, keys, args...)
 		if err != nil {
 			return fail(err)
@@ -349,7 +366,8 @@ func (ls *Lines) dropLook(ctx context.Context, group, id string) ([]string, []an
 	}
 	level := strconv.Itoa(task.L)
 	keys := []string{base + "qL:" + task.C + ":" + level, base + "qF:" + task.C,
-		base + "qr:" + task.C + ":" + level, base + "qb:" + task.C, base + "qi:" + task.C + ":" + level}
+		base + "qr:" + task.C + ":" + level, base + "qb:" + task.C, base + "qi:" + task.C + ":" + level,
+		base + "q:" + task.C, base + "qa"}
 	rules := ""
 	if task.State == "G" {
 		rules, err = ls.l.rdb.HGet(ctx, keys[1], "r"+level+":"+task.T).Result()
@@ -361,8 +379,11 @@ func (ls *Lines) dropLook(ctx context.Context, group, id string) ([]string, []an
 			return nil, nil, fmt.Errorf("the stored rules of its flow %.80q: %w", rules, err)
 		}
 		for i := 0; i+5 < len(flat); i += 6 {
-			if flat[i+4] == SlidingLog.String() {
+			switch flat[i+4] {
+			case SlidingLog.String():
 				keys = append(keys, flat[i], frontierOf(flat[i]))
+			case Concurrency.String():
+				keys = append(keys, flat[i]) // its slot, freed
 			}
 		}
 	}

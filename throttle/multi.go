@@ -131,6 +131,9 @@ func (l *Limiter) decide(ctx context.Context, op, mode, id string, checks []Chec
 	if err != nil {
 		return fail(err)
 	}
+	if id == "" && (mode == modeAllow || mode == modeLine) && slices.ContainsFunc(checks, isCap) {
+		return fail(fmt.Errorf("%w: a concurrency cap names its slot by the caller's id: use AllowInLine", ErrInvalidKey))
+	}
 	n := len(checks)
 	args := make([]any, 3, 3+4*n)
 	args[0], args[1], args[2] = mode, id, 0
@@ -196,6 +199,9 @@ func (l *Limiter) resolve(checks []Check) (keys []string, group string, err erro
 		}
 		if c.Cost < 1 || c.Cost > c.Policy.Limit {
 			return failCheck(c, fmt.Errorf("%w: cost %d is not 1 to the limit %d", ErrInvalidCost, c.Cost, c.Policy.Limit))
+		}
+		if c.Policy.Algorithm == Concurrency && c.Cost != 1 {
+			return failCheck(c, fmt.Errorf("%w: cost %d: a concurrency cap takes one slot a caller", ErrInvalidCost, c.Cost))
 		}
 		if c.Leased && c.Policy.Algorithm.String() != SlidingLog.String() {
 			return failCheck(c, fmt.Errorf("%w: a leased rule is a sliding log, not %s", ErrInvalidPolicy, c.Policy.Algorithm))

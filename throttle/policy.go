@@ -40,11 +40,14 @@ const (
 // sliding log; the others approximate it in constant memory (see Algorithm).
 type Policy struct {
 	// Limit is the most units of cost admitted in any Window: 1 to MaxLimit
-	// with the sliding log, 1 to MaxCounterLimit with the other algorithms.
+	// with the sliding log, 1 to MaxCounterLimit with the other rate
+	// algorithms; for Concurrency, the most slots held at once, 1 to
+	// MaxConcurrency.
 	Limit int
 
 	// Window is the span the limit applies to, MinWindow to MaxWindow. It is
-	// used to the microsecond; anything finer is dropped.
+	// used to the microsecond; anything finer is dropped. For Concurrency
+	// it is a slot's lease: how long a slot lives without renewal.
 	Window time.Duration
 
 	// Algorithm is how the units of the window are counted: "" (the
@@ -78,7 +81,7 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: limit %d is below 1", ErrInvalidPolicy, p.Limit)
 	case p.Limit > p.Algorithm.maxLimit():
 		of := ""
-		if p.Algorithm.counter() {
+		if p.Algorithm.counter() || p.Algorithm == Concurrency {
 			of = " for " + string(p.Algorithm)
 		}
 		return fmt.Errorf("%w: limit %d is above the maximum of %d%s", ErrInvalidPolicy, p.Limit, p.Algorithm.maxLimit(), of)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,13 +30,16 @@ type fairLines struct {
 	logger *slog.Logger
 	nudge  chan struct{} // wakes the dispatch loop: a task was parked
 	idle   time.Duration // the longest the dispatch loop sleeps: lineIdle
+
+	stand *standing // tasks waiting for a cap's slot at this worker
 }
 
 // moveRetries is how many times a granted task still active (its worker
-// has not handed it back to asynq yet) is tried again, moveRetryDelay
-// apart, before its grant is left to be taken back.
+// has not handed it back to asynq yet, or it stands there and has not
+// claimed it yet) is tried again, moveRetryDelay apart, before its grant
+// is taken back (Lines.Absent).
 const (
-	moveRetries    = 20
+	moveRetries    = 5
 	moveRetryDelay = 10 * time.Millisecond
 )
 
@@ -44,8 +48,20 @@ const (
 // still active is tried again shortly, in the background, while its grant
 // is still unclaimed.
 func (f *fairLines) move(ctx context.Context, grants []throttle.Grant) {
+	var elsewhere []string // running at another worker: maybe standing there
 	for _, g := range grants {
-		if f.moveOne(ctx, g) {
+		if f.stand.granted(g.ID) || f.moveOne(ctx, g) {
+			continue
+		}
+		elsewhere = append(elsewhere, g.ID)
+	}
+	if len(elsewhere) > 0 {
+		if err := f.lines.NotifyGranted(ctx, elsewhere...); err != nil {
+			f.logger.Debug("could not tell the workers of their standing tasks' grants", "err", err)
+		}
+	}
+	for _, g := range grants {
+		if !slices.Contains(elsewhere, g.ID) {
 			continue
 		}
 		go func() {
@@ -59,7 +75,13 @@ func (f *fairLines) move(ctx context.Context, grants []throttle.Grant) {
 					return
 				}
 			}
-			f.logger.Debug("a granted task stayed active; its grant will be taken back", "task", g.ID, "queue", g.Queue)
+			// Neither claimed nor handed back: it stood at a worker that
+			// died or stalled. Its grant goes to others now, and it waits
+			// again at the tail of its flow.
+			f.logger.Debug("a granted task stayed active; its grant is taken back", "task", g.ID, "queue", g.Queue)
+			if err := f.lines.Absent(ctx, g.ID); err != nil {
+				f.logger.Debug("could not take back the grant of a task that stayed active; it lapses", "task", g.ID, "err", err)
+			}
 		}()
 	}
 }
@@ -164,6 +186,12 @@ func (t *Throttle) runLines(ctx context.Context, f *fairLines) {
 	woken, unsubscribe, err := f.lines.Wakeups(ctx)
 	if err != nil {
 		f.logger.Warn("the dispatch loop will not be woken by other processes, only by its own timer", "group", f.group, "err", err)
+	} else {
+		defer func() { _ = unsubscribe() }()
+	}
+	// Grants given elsewhere to tasks standing here (a cap's freed slot).
+	if unsubscribe, err := f.lines.Grants(ctx, func(id string) { f.stand.granted(id) }); err != nil {
+		f.logger.Warn("tasks standing for a slot will learn of their grants only at the end of their stand", "group", f.group, "err", err)
 	} else {
 		defer func() { _ = unsubscribe() }()
 	}
@@ -303,21 +331,72 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	queue, _ := asynq.GetQueueName(ctx)
 	a := throttle.Arrival{Class: task.Type(), Priority: priority, Tenant: tenant,
 		Weight: t.policies.Current().Weight(tenant), Queue: queue, ID: id, Checks: t.lineChecks(applied)}
+	// A task of a concurrency rule stands here for its slot, up to
+	// MaxHold, entered before it arrives: a grant given meanwhile is kept.
+	var granted <-chan struct{}
+	if caps, _ := capsOf(applied); len(caps) > 0 && t.maxHold > 0 {
+		var leave func()
+		granted, leave = f.stand.enter(id)
+		defer leave()
+	}
+	stood, last := time.Duration(0), false
+	for {
+		turn, asked, err := t.arrive(ctx, f, a, applied, shadow)
+		if err != nil {
+			return err
+		}
+		switch turn.Outcome {
+		case throttle.Admitted:
+			return t.unsent(f, id, task.Type(), applied, t.fresh(ctx, f, id, applied, a.Checks, asked))
+		case throttle.Placed:
+			if t.waitPlace(ctx, turn.Wait) {
+				return t.unsent(f, id, task.Type(), applied, t.fresh(ctx, f, id, applied, a.Checks, asked.Add(turn.Wait)))
+			}
+			// Its place passes unused: it comes back as a new arrival.
+			return t.unsent(f, id, task.Type(), applied, &provider.ThrottledError{RetryAfter: t.backoff,
+				By: "place too close to the task's deadline, or task cancelled", Err: ctx.Err()})
+		}
+		f.wake()
+		if granted != nil && !last {
+			start := time.Now()
+			came := stood < t.maxHold && t.standFor(ctx, granted, t.maxHold-stood)
+			stood += time.Since(start)
+			if came {
+				continue // its grant came: it claims it
+			}
+			// Its stand is over: it asks once more, as its grant may have
+			// come just now, or the lines let it go meanwhile (Absent).
+			if ctx.Err() == nil && !t.stopped() {
+				last = true
+				continue
+			}
+		}
+		return &provider.ThrottledError{RetryAfter: f.park, By: "rule " + applied[max(turn.By, 0)].Rule}
+	}
+}
+
+// arrive asks f's lines for task a, once, and tells the OnDecision hook;
+// an error is what the task returns (the limiter did not decide). It
+// returns the turn and when it asked.
+func (t *Throttle) arrive(ctx context.Context, f *fairLines, a throttle.Arrival, applied, shadow []policies.Applied) (throttle.Turn, time.Time, error) {
 	asked := time.Now()
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
 	turn, err := f.lines.Arrive(actx, a)
 	err = timedOut(actx, err)
 	cancel()
-	e := DecisionEvent{TaskType: task.Type(), Tenant: tenant, Err: err, Latency: time.Since(asked), Outcome: turn.Outcome, At: turn.At,
+	e := DecisionEvent{TaskType: a.Class, Tenant: a.Tenant, Err: err, Latency: time.Since(asked), Outcome: turn.Outcome, At: turn.At,
 		FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen}
-	by := max(turn.By, 0)
-	e.Decision = turnDecision(turn, len(applied), by, f.park)
+	e.Decision = turnDecision(turn, len(applied), max(turn.By, 0), f.park)
 	if err == nil && e.Decision.Allowed && len(shadow) > 0 {
-		e.Shadow = t.shadow(ctx, shadow)
+		e.Shadow = t.shadow(ctx, a.ID, shadow)
 	}
 	t.decided(e, applied)
 	if err != nil {
-		return t.undecided(ctx, id, e)
+		if uerr := t.undecided(ctx, a.ID, e); uerr != nil {
+			return turn, asked, uerr
+		}
+		// Fail-open: run without a decision.
+		return throttle.Turn{Outcome: throttle.Admitted}, asked, nil
 	}
 	t.outage.Observe(nil, "latency", e.Latency)
 	for _, r := range turn.Refused {
@@ -325,20 +404,42 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	}
 	f.move(ctx, turn.Granted)
 	if turn.Outcome == throttle.Admitted || turn.Outcome == throttle.Placed {
-		recordAdmission(t.logger, id, turn.At, applied)
+		recordAdmission(t.logger, a.ID, turn.At, applied)
 	}
-	switch turn.Outcome {
-	case throttle.Admitted:
-		return t.fresh(ctx, f, id, applied, a.Checks, asked)
-	case throttle.Placed:
-		if t.waitPlace(ctx, turn.Wait) {
-			return t.fresh(ctx, f, id, applied, a.Checks, asked.Add(turn.Wait))
-		}
-		// Its place passes unused: it comes back as a new arrival.
-		return &provider.ThrottledError{RetryAfter: t.backoff, By: "place too close to the task's deadline, or task cancelled", Err: ctx.Err()}
+	return turn, asked, nil
+}
+
+// stopped reports whether Stop was called.
+func (t *Throttle) stopped() bool {
+	select {
+	case <-t.stopping:
+		return true
+	default:
+		return false
 	}
-	f.wake()
-	return &provider.ThrottledError{RetryAfter: f.park, By: "rule " + applied[by].Rule}
+}
+
+// standFor waits for a grant on granted, at most d and at most half the
+// time left before ctx's deadline (asynq counts a deadline that passes
+// as a failure); false when it did not come, or ctx ended or Stop was
+// called first.
+func (t *Throttle) standFor(ctx context.Context, granted <-chan struct{}, d time.Duration) bool {
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline)/2)
+	}
+	if d <= 0 {
+		return false
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-granted:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+	case <-t.stopping:
+	}
+	return false
 }
 
 // turnDecision is the limiter's decision that turn amounts to, for the

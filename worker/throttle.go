@@ -145,7 +145,7 @@ func (t *Throttle) linesOf(limiter *throttle.Limiter, cfg *ThrottleConfig, fetch
 		// interval: its place is given that much ahead, and 50 ms more.
 		lines := l.Lines(throttle.LinesConfig{Lead: fetch + 50*time.Millisecond, Rules: t.entryRules})
 		return &fairLines{group: group, lines: lines, rdb: cfg.QueueRedis, park: park, logger: t.logger,
-			nudge: make(chan struct{}, 1), idle: lineIdle}
+			nudge: make(chan struct{}, 1), idle: lineIdle, stand: newStanding()}
 	}
 }
 
@@ -206,7 +206,9 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		if err := admit(); err != nil {
 			return err
 		}
+		slots := t.slotsOf(ctx, task, tenant, rules)
 		err := runHandler(ctx, next, task)
+		slots.release()
 		var te *provider.ThrottledError
 		if errors.As(err, &te) && te.FromProvider {
 			if te.RetryAfter > t.holdCap {
@@ -259,6 +261,7 @@ func (t *Throttle) holdKey(taskType, tenant string) string {
 func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, all []policies.Applied) error {
 	applied, shadow, checks := splitShadow(all)
 	id, _ := asynq.GetTaskID(ctx)
+	slotWait := time.Duration(0) // waited for a full cap
 	for waits := 0; ; waits++ {
 		if err := ctx.Err(); err != nil {
 			return &provider.ThrottledError{RetryAfter: t.backoff, By: "task cancelled while waiting", Err: err}
@@ -284,7 +287,7 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 		e := DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: md, Err: err, Latency: time.Since(asked),
 			FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen, At: md.At}
 		if err == nil && md.Allowed && len(shadow) > 0 {
-			e.Shadow = t.shadow(ctx, shadow)
+			e.Shadow = t.shadow(ctx, id, shadow)
 		}
 		t.decided(e, applied)
 		if err != nil {
@@ -296,13 +299,21 @@ func (t *Throttle) admit(ctx context.Context, holdKey, taskType, tenant string, 
 			return nil
 		}
 		start := time.Now()
+		if isCap(applied[md.Denied]) && slotWait+slotPoll <= t.maxHold && t.wait(ctx, min(md.RetryAfter, slotPoll)) {
+			// A slot frees when a send ends: asked again shortly.
+			slotWait += slotPoll
+			waits--
+			continue
+		}
 		if waits < maxHolds && t.wait(ctx, md.RetryAfter) {
 			continue
 		}
 		// Not waited for, or the wait was cut short: back through the retry
-		// set, shortly before the place.
+		// set, shortly before the place; from a full cap, soon.
 		back := md.RetryAfter - time.Since(start)
-		if back > t.maxHold {
+		if isCap(applied[md.Denied]) {
+			back = min(back, t.backoff)
+		} else if back > t.maxHold {
 			back -= t.lead
 		}
 		return &provider.ThrottledError{RetryAfter: max(back, 0), By: "rule " + applied[md.Denied].Rule}
@@ -344,12 +355,21 @@ func (t *Throttle) undecided(ctx context.Context, id string, e DecisionEvent) er
 // within the decision timeout: a shadow rule admits and records the task
 // when its window has room, and never holds it back. Nothing waits for a
 // place: shadow rules take none.
-func (t *Throttle) shadow(ctx context.Context, shadow []policies.Applied) []ShadowDecision {
+func (t *Throttle) shadow(ctx context.Context, id string, shadow []policies.Applied) []ShadowDecision {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	out := make([]ShadowDecision, len(shadow))
 	for i, a := range shadow {
-		d, err := t.limiter.AllowN(ctx, a.Check.Key, a.Check.Policy, a.Check.Cost)
+		var d throttle.Decision
+		var err error
+		if isCap(a) {
+			// A slot is named by its holder, and freed when the send ends.
+			var md throttle.MultiDecision
+			md, err = t.limiter.AllowInLine(ctx, id, []throttle.Check{a.Check})
+			d = md.Decision
+		} else {
+			d, err = t.limiter.AllowN(ctx, a.Check.Key, a.Check.Policy, a.Check.Cost)
+		}
 		out[i] = ShadowDecision{Rule: a.Rule, Allowed: err == nil && d.Allowed, Err: err}
 		if err != nil {
 			t.logger.Debug("shadow rule did not decide", "rule", a.Rule, "err", err)
@@ -381,7 +401,8 @@ func (t *Throttle) shadowOnly(ctx context.Context, taskType, tenant string, shad
 	}
 	asked := time.Now()
 	e := DecisionEvent{TaskType: taskType, Tenant: tenant, Decision: throttle.MultiDecision{Decision: throttle.Decision{Allowed: true}, Denied: -1}}
-	e.Shadow = t.shadow(ctx, shadow)
+	id, _ := asynq.GetTaskID(ctx)
+	e.Shadow = t.shadow(ctx, id, shadow)
 	e.Latency = time.Since(asked)
 	t.decided(e, nil)
 }

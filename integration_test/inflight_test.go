@@ -1,0 +1,199 @@
+package integration_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// capSink is an SMS provider that takes `hold` to answer a request and
+// answers 429 to a request that finds `most` requests open already: a
+// provider of a concurrency limit. It counts what it saw open at once.
+type capSink struct {
+	mu       sync.Mutex
+	got      []receipt
+	open     int
+	peak     int
+	most     int
+	hold     time.Duration
+	srv      *httptest.Server
+	notified chan struct{}
+}
+
+func newCapSink(t testing.TB, most int, hold time.Duration) *capSink {
+	s := &capSink{most: most, hold: hold, notified: make(chan struct{}, 1)}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ ID, Tenant string }
+		data, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(data, &body); err != nil || body.ID == "" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		rec := receipt{ID: body.ID, Tenant: body.Tenant, Worker: strings.TrimPrefix(r.URL.Path, "/"), At: time.Now(), Status: http.StatusOK}
+		s.mu.Lock()
+		s.open++
+		s.peak = max(s.peak, s.open)
+		if s.open > s.most {
+			rec.Status = http.StatusTooManyRequests
+		}
+		s.got = append(s.got, rec)
+		i := len(s.got) - 1
+		s.mu.Unlock()
+		select {
+		case s.notified <- struct{}{}:
+		default:
+		}
+		select {
+		case <-time.After(s.hold):
+		case <-r.Context().Done(): // the worker went away
+			s.mu.Lock()
+			s.got[i].Cut = true
+			s.mu.Unlock()
+		}
+		s.mu.Lock()
+		s.open--
+		s.mu.Unlock()
+		if rec.Status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many open requests", rec.Status)
+		}
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *capSink) receipts() []receipt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+// TestCapThroughCLIs is the issue's cap and a killed worker, through the
+// commands, on a single Redis and a three-master cluster: see capThrough.
+func TestCapThroughCLIs(t *testing.T) {
+	t.Run("single", func(t *testing.T) {
+		t.Parallel()
+		capThrough(t, redistest.URL(t), redistest.Client(t))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		capThrough(t, "redis+cluster://"+redistest.ClusterAddrs(t)[0], redistest.Cluster(t))
+	})
+}
+
+// capThrough sends 300 SMS of 10 tenants, enqueued by cmd/enqueue, through
+// 3 workers at --concurrency 20 to a provider that takes 200 ms a request
+// and answers 429 past 4 open, under a rule of concurrency 4; 3 s after
+// the first send one worker is SIGKILLed and started again. The provider
+// never sees more than 4 open and answers no 429, every SMS arrives, and
+// the first 280 arrive at 0.80 or more of 4 at a time.
+func capThrough(t *testing.T, url string, rdb redis.UniversalClient) {
+	const (
+		cap     = 4
+		hold    = 200 * time.Millisecond
+		tenants = 10
+		each    = 30
+		first   = 280
+	)
+	if _, err := buildWorker(); err != nil {
+		t.Fatal(err)
+	}
+	enqueueBin, err := buildEnqueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := newCapSink(t, cap, hold)
+	queue := redistest.Queue(t, rdb)
+	prefix := redistest.Prefix(t)
+	policies := writePolicies(t, fmt.Sprintf(`
+tasks:
+  sms:send:
+    - { name: provider, scope: global, concurrency: %d }
+`, cap))
+	for i := range tenants {
+		tenant := fmt.Sprintf("t%02d", i)
+		enqueueSMS(t, enqueueBin, url, queue, tenant, tenant, each, "--prefix", prefix)
+	}
+	args := func(name string) []string {
+		return []string{"--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL + "/" + name,
+			"--queues", queue + "=1", "--prefix", prefix, "--concurrency", "20", "--log-level", "warn"}
+	}
+	procs := startWorkers(t, 1, args("victim")...)
+	procs = append(procs, startWorkers(t, 2, args("other")...)...)
+	waitFor(t, 30*time.Second, "the first send", sink.notified, func() bool { return len(sink.receipts()) > 0 })
+	start := sink.receipts()[0].At
+	time.Sleep(time.Until(start.Add(3 * time.Second)))
+	if err := procs[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-procs[0].done
+	killed := time.Now()
+	procs = append(procs, startWorkers(t, 1, args("restarted")...)...)
+	// The killed worker's tasks come back when asynq recovers them: 1 to
+	// 2 minutes after the kill.
+	delivered := func() int {
+		ok := map[string]bool{}
+		for _, r := range sink.receipts() {
+			if r.Status == http.StatusOK && !r.Cut {
+				ok[r.ID] = true
+			}
+		}
+		return len(ok)
+	}
+	waitFor(t, 150*time.Second, "every SMS delivered", sink.notified, func() bool { return delivered() == tenants*each })
+	stopWorkers(t, procs[1:]...)
+
+	checkCapRun(t, sink, cap, first, killed)
+}
+
+// checkCapRun checks what sink saw of capThrough's run: never more than
+// cap open, no 429, and the first `first` at 0.80 or more of cap at a time.
+func checkCapRun(t *testing.T, sink *capSink, cap, first int, killed time.Time) {
+	t.Helper()
+	rs := sink.receipts()
+	sink.mu.Lock()
+	peak := sink.peak
+	sink.mu.Unlock()
+	if peak > cap {
+		t.Errorf("the provider saw %d requests open at once, cap %d", peak, cap)
+	}
+	said429 := 0
+	for _, r := range rs {
+		if r.Status == http.StatusTooManyRequests {
+			said429++
+		}
+	}
+	if said429 > 0 {
+		t.Errorf("the provider answered 429 to %d of %d requests, want none", said429, len(rs))
+	}
+	slices.SortFunc(rs, func(a, b receipt) int { return a.At.Compare(b.At) })
+	if len(rs) < first {
+		t.Fatalf("%d requests at the provider, want at least %d", len(rs), first)
+	}
+	took := rs[first-1].At.Add(sink.hold).Sub(rs[0].At)
+	ideal := time.Duration(first/cap) * sink.hold
+	used := float64(ideal) / float64(took)
+	if used < 0.80 {
+		t.Errorf("the first %d arrived in %v, %.3f of the ideal %v of %d at a time; want 0.80 or more", first, took.Round(time.Millisecond), used, ideal, cap)
+	}
+	cut := 0
+	for _, r := range rs {
+		if r.Cut {
+			cut++
+		}
+	}
+	t.Logf("%d requests, %d cut by the kill, peak %d open; the first %d in %v: %.3f of %d at a time; all delivered %v after the kill",
+		len(rs), cut, peak, first, took.Round(time.Millisecond), used, cap, time.Since(killed).Round(100*time.Millisecond))
+}
