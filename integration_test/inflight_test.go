@@ -197,3 +197,161 @@ func checkCapRun(t *testing.T, sink *capSink, cap, first int, killed time.Time) 
 	t.Logf("%d requests, %d cut by the kill, peak %d open; the first %d in %v: %.3f of %d at a time; all delivered %v after the kill",
 		len(rs), cut, peak, first, took.Round(time.Millisecond), used, cap, time.Since(killed).Round(100*time.Millisecond))
 }
+
+// rateSink is an SMS provider of a hidden rate: it accepts `rate`
+// requests in any second and answers 429 (Retry-After: 1) beyond,
+// counting only those it accepted.
+type rateSink struct {
+	mu       sync.Mutex
+	got      []receipt
+	accepted []time.Time
+	rate     int
+	srv      *httptest.Server
+	notified chan struct{}
+}
+
+func newRateSink(t testing.TB, rate int) *rateSink {
+	s := &rateSink{rate: rate, notified: make(chan struct{}, 1)}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ ID, Tenant string }
+		data, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(data, &body); err != nil || body.ID == "" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		now := time.Now()
+		rec := receipt{ID: body.ID, Tenant: body.Tenant, At: now, Status: http.StatusOK}
+		s.mu.Lock()
+		recent := 0
+		for i := len(s.accepted) - 1; i >= 0 && now.Sub(s.accepted[i]) < time.Second; i-- {
+			recent++
+		}
+		if recent >= s.rate {
+			rec.Status = http.StatusTooManyRequests
+		} else {
+			s.accepted = append(s.accepted, now)
+		}
+		s.got = append(s.got, rec)
+		s.mu.Unlock()
+		select {
+		case s.notified <- struct{}{}:
+		default:
+		}
+		if rec.Status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "rate exceeded", rec.Status)
+		}
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// TestAdaptiveThroughCLIs is the issue's adaptive limit, through the
+// commands, on a single Redis and a three-master cluster: see
+// adaptiveThrough.
+func TestAdaptiveThroughCLIs(t *testing.T) {
+	t.Run("single", func(t *testing.T) {
+		t.Parallel()
+		adaptiveThrough(t, redistest.URL(t), redistest.Client(t))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		adaptiveThrough(t, "redis+cluster://"+redistest.ClusterAddrs(t)[0], redistest.Cluster(t))
+	})
+}
+
+// adaptiveThrough sends 900 SMS of 10 tenants through 2 workers to a
+// provider of a hidden 50 a second, under a rule of limit 200 a second,
+// adaptive: at most 2% of the requests are answered 429, and once the
+// limit has adapted (after its last move, and the last hold a 429 asked
+// for) the drain runs at 0.90 or more of the hidden rate. Over the whole
+// drain, each hold costs its second: that figure is logged.
+func adaptiveThrough(t *testing.T, url string, rdb redis.UniversalClient) {
+	const (
+		tenants = 10
+		each    = 90
+	)
+	if _, err := buildWorker(); err != nil {
+		t.Fatal(err)
+	}
+	enqueueBin, err := buildEnqueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := newRateSink(t, 50)
+	queue := redistest.Queue(t, rdb)
+	prefix := redistest.Prefix(t)
+	policies := writePolicies(t, `
+tasks:
+  sms:send:
+    - { name: provider, scope: global, limit: 200, window: 1s, adaptive: true }
+`)
+	for i := range tenants {
+		tenant := fmt.Sprintf("t%02d", i)
+		enqueueSMS(t, enqueueBin, url, queue, tenant, tenant, each, "--prefix", prefix)
+	}
+	procs := startWorkers(t, 2, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
+		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "10", "--log-level", "info")
+	accepted := func() int {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		return len(sink.accepted)
+	}
+	waitFor(t, 120*time.Second, "every SMS accepted", sink.notified, func() bool { return accepted() >= tenants*each })
+	stopWorkers(t, procs...)
+
+	checkAdaptiveRun(t, sink, procs)
+}
+
+// checkAdaptiveRun checks what sink saw of adaptiveThrough's run through
+// procs.
+func checkAdaptiveRun(t *testing.T, sink *rateSink, procs []*workerProc) {
+	t.Helper()
+	hidden := sink.rate
+	sink.mu.Lock()
+	rs, ok := slices.Clone(sink.got), slices.Clone(sink.accepted)
+	sink.mu.Unlock()
+	said429 := 0
+	for _, r := range rs {
+		if r.Status == http.StatusTooManyRequests {
+			said429++
+		}
+	}
+	share := float64(said429) / float64(len(rs))
+	if share > 0.02 {
+		t.Errorf("%d of %d requests (%.3f) answered 429, want at most 0.02", said429, len(rs), share)
+	}
+	// The drain's rate once adapted: from the end of the last hold a 429
+	// asked for (Retry-After: 1) and the last move of the limit in force,
+	// to the last send; and over all of it.
+	from := rs[0].At
+	for _, r := range rs {
+		if r.Status == http.StatusTooManyRequests && r.At.Add(time.Second).After(from) {
+			from = r.At.Add(time.Second)
+		}
+	}
+	var moves []string
+	for _, p := range procs {
+		for _, l := range logLines(t, p.logs.String(), "an adaptive rule's limit in force moved") {
+			moves = append(moves, fmt.Sprintf("%v→%v", l["from"], l["to"]))
+			if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(l["time"])); err == nil && at.After(from) {
+				from = at
+			}
+		}
+	}
+	after := 0
+	for _, at := range ok {
+		if !at.Before(from) {
+			after++
+		}
+	}
+	end := ok[len(ok)-1]
+	adapted := float64(after-1) / end.Sub(from).Seconds() / float64(hidden)
+	whole := float64(len(ok)-1) / end.Sub(rs[0].At).Seconds() / float64(hidden)
+	if after < len(ok)/2 || adapted < 0.90 {
+		t.Errorf("once adapted, %d accepted in %v: %.3f of the hidden rate, want 0.90 or more over at least half the drain",
+			after, end.Sub(from).Round(time.Millisecond), adapted)
+	}
+	t.Logf("%d requests, %d answered 429 (%.3f); %d accepted in %v, %.3f of the hidden %d a second; once adapted %.3f; limit moves %v",
+		len(rs), said429, share, len(ok), end.Sub(rs[0].At).Round(time.Millisecond), whole, hidden, adapted, moves)
+}

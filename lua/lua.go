@@ -67,3 +67,7 @@ var SlotsRenew = redis.NewScript(load("slots_renew.lua"))
 // SlotsRelease frees a holder's slots in its caps and wakes its class's
 // fair lines: see slots_release.lua.
 var SlotsRelease = redis.NewScript(load("slots_release.lua"))
+
+// Adapt moves an adaptive rule's limit in force after a provider's
+// answer: see adapt.lua.
+var Adapt = redis.NewScript(load("adapt.lua"))

@@ -90,3 +90,51 @@ func parseConcurrency(n *yaml.Node) (int, error) {
 	}
 	return v, nil
 }
+
+// parseAdaptive reads adaptive and min of r, a rate or concurrency rule
+// read but for them: min needs adaptive, and lies between 1 and every
+// ceiling of the rule (its limit, and each tenant's).
+func parseAdaptive(r Rule, rf ruleFile) (Rule, error) {
+	adaptive := false
+	if rf.Adaptive.Kind != 0 {
+		n := resolve(&rf.Adaptive)
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&adaptive) != nil {
+			return r, fmt.Errorf("adaptive: %q is not true or false", oneLine(n.Value))
+		}
+	}
+	if !adaptive {
+		if rf.Min.Kind != 0 {
+			return r, errors.New("min: only an adaptive rule (adaptive: true) has a floor")
+		}
+		return r, nil
+	}
+	if alg := r.Policy.Algorithm; alg != "" && alg != throttle.SlidingLog && alg != throttle.Concurrency {
+		return r, fmt.Errorf("adaptive: a rule of algorithm %s does not adapt; use the sliding log or concurrency", alg)
+	}
+	r.Adaptive = true
+	if !r.marginSet {
+		// Its limit in force is learned from what the provider counts,
+		// the spread of arrivals included: a margin would only lower it.
+		r.Margin, r.marginSet = 0, true
+	}
+	r.Min = max(1, r.Policy.Limit/10)
+	if rf.Min.Kind != 0 {
+		m, err := parseLimit(&rf.Min, 0)
+		if err != nil {
+			return r, fmt.Errorf("min: %v", err)
+		}
+		if m < 1 {
+			return r, fmt.Errorf("min: %d is below 1", m)
+		}
+		r.Min = m
+	}
+	if r.Min > r.Policy.Limit {
+		return r, fmt.Errorf("min: %d is above the ceiling %d", r.Min, r.Policy.Limit)
+	}
+	for tenant, pol := range r.Tenants {
+		if r.Min > pol.Limit {
+			return r, fmt.Errorf("tenants: %s: its ceiling %d is below the rule's min %d", tenant, pol.Limit, r.Min)
+		}
+	}
+	return r, nil
+}

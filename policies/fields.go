@@ -18,7 +18,7 @@ import (
 // documentation gives them.
 var (
 	fileFields     = []string{"margin", "extra_task_types", "weights", "tasks"}
-	ruleFields     = []string{"name", "scope", "limit", "window", "margin", "algorithm", "concurrency", "lease", "mode", "tenants"}
+	ruleFields     = []string{"name", "scope", "limit", "window", "margin", "algorithm", "concurrency", "lease", "adaptive", "min", "mode", "tenants"}
 	overrideFields = []string{"limit", "window", "concurrency"}
 )
 

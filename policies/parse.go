@@ -44,6 +44,8 @@ type (
 
 		Concurrency yaml.Node `yaml:"concurrency"`
 		Lease       *string   `yaml:"lease"`
+		Adaptive    yaml.Node `yaml:"adaptive"`
+		Min         yaml.Node `yaml:"min"`
 	}
 	overrideFile struct {
 		Limit       yaml.Node `yaml:"limit"`
@@ -270,7 +272,11 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 		return r, fmt.Errorf("mode: %q must be \"enforce\" (the default) or \"shadow\"", rf.Mode)
 	}
 	if rf.Concurrency.Kind != 0 {
-		return parseCap(r, rf)
+		r, err := parseCap(r, rf)
+		if err != nil {
+			return r, err
+		}
+		return parseAdaptive(r, rf)
 	}
 	if rf.Lease != nil {
 		return r, errors.New("lease: only a concurrency rule has a lease")
@@ -304,7 +310,10 @@ func parseRule(rf ruleFile, margin *time.Duration) (Rule, error) {
 	if err := checkMargin(r.Policy, r.MarginFor(r.Policy)); err != nil {
 		return r, err
 	}
-	return parseOverrides(r, rf)
+	if r, err = parseOverrides(r, rf); err != nil {
+		return r, err
+	}
+	return parseAdaptive(r, rf)
 }
 
 // parseOverrides reads the tenant overrides of r, a rate rule: each sets

@@ -183,7 +183,7 @@ func shapeRejects() []rejectCase {
 		{"unknown top-level field", "task:\n  sms:send: []\n",
 			[]string{`line 1: unknown field "task" (did you mean tasks?); the file's fields are margin, extra_task_types, weights, tasks`}},
 		{"unknown rule field", "tasks:\n  sms:send:\n    - name: a\n      scope: tenant\n      limt: 4\n      window: 1s\n",
-			[]string{`line 5: sms:send: rule 1 (a): unknown field "limt" (did you mean limit?); a rule's fields are name, scope, limit, window, margin, algorithm, concurrency, lease, mode, tenants`}},
+			[]string{`line 5: sms:send: rule 1 (a): unknown field "limt" (did you mean limit?); a rule's fields are name, scope, limit, window, margin, algorithm, concurrency, lease, adaptive, min, mode, tenants`}},
 		{"unknown rule field, not a slip", oneRule("name: a, scope: tenant, limit: 1, window: 1s, burst: 3"),
 			[]string{`line 3: sms:send: rule 1 (a): unknown field "burst"; a rule's fields are `}},
 		{"unknown field of a rule without a name", oneRule("scope: tenant, limit: 1, window: 1s, Scope: global"),

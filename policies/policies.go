@@ -29,6 +29,10 @@ type Applied struct {
 	Shared bool
 	// Margin is what Check.Policy.Window was widened by (Rule.MarginFor).
 	Margin time.Duration
+	// Min is an adaptive rule's floor (Rule.Min): Check.Policy.Limit is
+	// then its ceiling, and the limit in force lies between; 0 when the
+	// rule does not adapt.
+	Min int
 }
 
 // For returns the rules that apply to a task of type taskType for tenant,
@@ -56,7 +60,7 @@ func (p *Policies) For(taskType, tenant string) []Applied {
 		margin := r.MarginFor(pol)
 		pol.Window += margin
 		out[i] = Applied{Rule: r.Name, Check: throttle.Check{Key: key, Policy: pol, Cost: 1}, Shadow: r.Shadow,
-			Shared: r.Scope == ScopeGlobal, Margin: margin}
+			Shared: r.Scope == ScopeGlobal, Margin: margin, Min: r.Min}
 	}
 	return out
 }

@@ -45,6 +45,15 @@ type Rule struct {
 	// window fills as it would if it were enforced.
 	Shadow bool
 
+	// Adaptive is set by adaptive: true: the limit (or concurrency) is a
+	// ceiling, and the limit in force follows the provider's answers,
+	// kept in Redis and shared by every worker (docs/INFLIGHT.md).
+	Adaptive bool
+
+	// Min is an adaptive rule's floor (min:, by default a tenth of the
+	// ceiling, at least 1); 0 for a rule that does not adapt.
+	Min int
+
 	// marginSet says whether the file set Margin (for the file or the
 	// rule), rather than it being the default.
 	marginSet bool

@@ -28,7 +28,7 @@ var encodeKeyPart = keyspace.Encode
 
 // redisKeys are the Redis keys of one limiter key. After the hash tag each
 // kind of key starts with a character of its own (":" "h" "s" "g" "f" "p"
-// "e" "E" "i", "q" for the fair lines, "layout" and "workers" alone), so no
+// "e" "E" "i" "a", "q" for the fair lines, "layout" and "workers" alone), so no
 // two kinds can meet whatever the body.
 type redisKeys struct {
 	group         string // the encoded group, the hash tag
@@ -41,6 +41,7 @@ type redisKeys struct {
 	lease         string // <prefix>{<group>}e:<body>, the group's share of a global rule, a hash (lease.go)
 	moves         string // <prefix>{<group>}E:<body>, the moves of shares the group took, a sorted set
 	slots         string // <prefix>{<group>}i:<body>, the slots of a Concurrency cap in flight, a sorted set
+	adaptive      string // <prefix>{<group>}a:<body>, an adaptive rule's limit in force, a hash (adaptive.go)
 }
 
 // forAlgorithm returns the key that holds the state of algorithm a: the log
@@ -84,6 +85,7 @@ func (l *Limiter) redisKey(key string) (redisKeys, error) {
 		gcra:          tag + "gcra:" + body,
 		fixedWindow:   tag + "fw:" + body,
 		slots:         tag + "i:" + body,
+		adaptive:      tag + "a:" + body,
 		lease:         tag + "e:" + body,
 		moves:         tag + "E:" + body,
 	}, nil

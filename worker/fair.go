@@ -196,10 +196,15 @@ func (t *Throttle) runLines(ctx context.Context, f *fairLines) {
 		defer func() { _ = unsubscribe() }()
 	}
 	var refreshed *policies.Policies
+	adapted := t.adaptive.version.Load()
 	for {
 		if cur := t.policies.Current(); cur != refreshed && t.refreshLines(ctx, f, cur) {
 			refreshed = cur
 			t.fair.ensure(cur) // a type the reload added: its shards' loops
+		}
+		// An adaptive limit in force moved: the waiting flows take it.
+		if v := t.adaptive.version.Load(); v != adapted && refreshed != nil && t.refreshLines(ctx, f, refreshed) {
+			adapted = v
 		}
 		dctx, cancel := context.WithTimeout(ctx, t.timeout)
 		turn, err := f.lines.Dispatch(dctx)
@@ -266,7 +271,8 @@ func (t *Throttle) refreshLines(ctx context.Context, f *fairLines, p *policies.P
 	}
 	refresh := make([]throttle.FlowRules, 0, len(flows))
 	for _, w := range flows {
-		refresh = append(refresh, throttle.FlowRules{Flow: w.Flow, Weight: p.Weight(w.Tenant), Checks: t.lineChecks(p.For(w.Class, w.Tenant))})
+		rules := t.inForce(ctx, t.limiterOf(w.Class, w.Tenant), p.For(w.Class, w.Tenant))
+		refresh = append(refresh, throttle.FlowRules{Flow: w.Flow, Weight: p.Weight(w.Tenant), Checks: t.lineChecks(rules)})
 	}
 	err = f.lines.Refresh(ctx, refresh)
 	switch {
@@ -307,7 +313,7 @@ func (t *Throttle) leasedCheck(ap policies.Applied) throttle.Check {
 // policies in force, as its arrival would bring them.
 func (t *Throttle) entryRules(class, tenant string) (float64, []throttle.LineCheck) {
 	p := t.policies.Current()
-	return p.Weight(tenant), t.lineChecks(p.For(class, tenant))
+	return p.Weight(tenant), t.lineChecks(t.inForce(context.Background(), t.limiterOf(class, tenant), p.For(class, tenant)))
 }
 
 // admitFair is admit through the fair lines: after any provider hold, the

@@ -45,6 +45,7 @@ type Throttle struct {
 	scope    HoldScope
 	holdCap  time.Duration // MaxProviderHold
 	holds    *holdCache
+	adaptive *adaptiveLimits
 
 	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
 
@@ -79,6 +80,7 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 		scope:    cfg.ProviderHold,
 		holdCap:  cfg.MaxProviderHold,
 		holds:    &holdCache{limiter: limiter, m: map[string]holdEntry{}},
+		adaptive: &adaptiveLimits{m: map[string]*adaptiveEntry{}},
 		stopping: make(chan struct{}),
 
 		onDecision: cfg.OnDecision,
@@ -198,7 +200,9 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 			}
 		}
 		holdKey := t.holdKey(task.Type(), tenant)
-		rules := t.policies.Current().For(task.Type(), tenant)
+		ceilings := t.policies.Current().For(task.Type(), tenant)
+		limiter := t.limiterOf(task.Type(), tenant)
+		rules := t.inForce(ctx, limiter, ceilings)
 		admit := func() error { return t.admit(ctx, holdKey, task.Type(), tenant, t.firstComeChecks(rules)) }
 		if t.fair != nil {
 			admit = func() error { return t.admitFair(ctx, task, holdKey, tenant, rules) }
@@ -209,6 +213,7 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		slots := t.slotsOf(ctx, task, tenant, rules)
 		err := runHandler(ctx, next, task)
 		slots.release()
+		t.adapt(limiter, ceilings, err)
 		var te *provider.ThrottledError
 		if errors.As(err, &te) && te.FromProvider {
 			if te.RetryAfter > t.holdCap {

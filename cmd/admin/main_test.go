@@ -407,7 +407,7 @@ func TestValidate(t *testing.T) {
 		{"missing limit", []string{"validate", "-"}, "tasks:\n  sms:send:\n    - {name: x, scope: tenant, window: 1s}\n", 1, "",
 			"admin validate: standard input: invalid policies: sms:send: rule 1 (x): limit: missing: give how many tasks a window admits, a whole number such as 10\n"},
 		{"misspelled field", []string{"validate", "-"}, "tasks:\n  sms:send:\n    - name: x\n      scope: tenant\n      limt: 4\n      window: 1s\n", 1, "",
-			`admin validate: standard input: invalid policies: line 5: sms:send: rule 1 (x): unknown field "limt" (did you mean limit?); a rule's fields are name, scope, limit, window, margin, algorithm, concurrency, lease, mode, tenants` + "\n"},
+			`admin validate: standard input: invalid policies: line 5: sms:send: rule 1 (x): unknown field "limt" (did you mean limit?); a rule's fields are name, scope, limit, window, margin, algorithm, concurrency, lease, adaptive, min, mode, tenants` + "\n"},
 		{"empty file", []string{"validate", "-"}, "", 1, "",
 			"admin validate: standard input: invalid policies: no tasks: list the rules of each task type under tasks:, or write tasks: {} to throttle nothing\n"},
 		{"missing file", []string{"validate", "/nonexistent/policies.yaml"}, "", 1, "",
