@@ -48,6 +48,10 @@ type RuleUsage struct {
 	// EmptyIn is the time until the window holds nothing, places included;
 	// 0 when it is empty.
 	EmptyIn time.Duration
+	// InForce is an adaptive rule's limit in force, which its tasks are
+	// held to (throttle.Limiter.LimitInForce); Limit is its ceiling. 0
+	// for a rule that does not adapt.
+	InForce int
 }
 
 // MarshalJSON encodes u as one object with snake_case names and durations
@@ -56,7 +60,7 @@ type RuleUsage struct {
 // "limit": 4, "window_seconds": 1, "margin_seconds": 0.1, "algorithm":
 // "sliding-log", "shadow": false, "used": 3, "in_line": 0, "remaining": 1,
 // "next_free_seconds": 0, "empty_in_seconds": 0.84}. A global rule's
-// tenant is "".
+// tenant is "". An adaptive rule adds "limit_in_force": 45.
 func (u RuleUsage) MarshalJSON() ([]byte, error) {
 	alg := u.Algorithm
 	if alg == "" {
@@ -73,13 +77,14 @@ func (u RuleUsage) MarshalJSON() ([]byte, error) {
 		Margin    float64 `json:"margin_seconds"`
 		Algorithm string  `json:"algorithm"`
 		Shadow    bool    `json:"shadow"`
+		InForce   int     `json:"limit_in_force,omitempty"`
 		Used      int     `json:"used"`
 		InLine    int     `json:"in_line"`
 		Remaining int     `json:"remaining"`
 		NextFree  float64 `json:"next_free_seconds"`
 		EmptyIn   float64 `json:"empty_in_seconds"`
 	}{u.TaskType, u.Rule, u.Scope, u.Tenant, u.Key, u.Limit, u.Window.Seconds(), u.Margin.Seconds(), string(alg),
-		u.Shadow, u.Used, u.InLine, u.Remaining, u.NextFree.Seconds(), u.EmptyIn.Seconds()})
+		u.Shadow, u.InForce, u.Used, u.InLine, u.Remaining, u.NextFree.Seconds(), u.EmptyIn.Seconds()})
 }
 
 // limiter returns the limiter of the workers whose Redis is rdb and whose
@@ -149,8 +154,16 @@ func (s shards) usage(ctx context.Context, w RuleWindow) (RuleUsage, error) {
 	}
 	if len(all) == 1 {
 		u := all[0]
-		return RuleUsage{RuleWindow: w, Used: u.Used, InLine: u.InLine, Remaining: u.Remaining,
-			NextFree: u.RetryAfter, EmptyIn: u.ResetAfter}, nil
+		ru := RuleUsage{RuleWindow: w, Used: u.Used, InLine: u.InLine, Remaining: u.Remaining,
+			NextFree: u.RetryAfter, EmptyIn: u.ResetAfter}
+		if w.Min > 0 {
+			a, err := s.limiter(groups[0]).LimitInForce(ctx, c, w.Min)
+			if err != nil {
+				return RuleUsage{}, fmt.Errorf("usage of %s rule %s: %w", w.TaskType, w.Rule, err)
+			}
+			ru.InForce = max(w.Min, a.InForce())
+		}
+		return ru, nil
 	}
 	ru, soon := RuleUsage{RuleWindow: w}, 0
 	for _, u := range all {

@@ -70,6 +70,10 @@ type RuleWindow struct {
 	// Shadow reports a rule in shadow mode (Rule.Shadow): its window fills
 	// as if it were enforced, but it holds no task back.
 	Shadow bool
+
+	// Min is an adaptive rule's floor (Rule.Min); Limit is then its
+	// ceiling. 0 for a rule that does not adapt.
+	Min int
 }
 
 // Check returns the limiter check that workers make for w, as
@@ -117,7 +121,7 @@ func Windows(p *Policies, taskType, rule, tenant string) ([]RuleWindow, error) {
 			}
 			pol := r.Policy
 			w := RuleWindow{TaskType: t, Rule: r.Name, Scope: r.Scope, Key: a.Check.Key, Limit: a.Check.Policy.Limit,
-				Algorithm: pol.Algorithm, Shadow: a.Shadow}
+				Algorithm: pol.Algorithm, Shadow: a.Shadow, Min: a.Min}
 			if r.Scope == ScopeTenant {
 				w.Tenant = tenant
 				if o, ok := r.Tenants[tenant]; ok {

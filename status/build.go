@@ -161,6 +161,11 @@ func (m rowMaker) row(u policies.RuleUsage, tenant string) windowView {
 		TaskType: u.TaskType, Rule: u.Rule, Scope: u.Scope, Tenant: u.Tenant, Shadow: u.Shadow,
 		Limit: u.Limit, Window: fmtDuration(u.Window), Used: u.Used, InLine: u.InLine,
 		NextFree: "now", Denials: fmtRate(m.a.DenialRate(u.TaskType, u.Rule, tenant)),
+		Cap: u.Algorithm == throttle.Concurrency,
+	}
+	if u.InForce > 0 {
+		v.Limit, v.Ceiling = u.InForce, u.Limit
+		u.Limit = u.InForce // the use below is of the limit in force
 	}
 	if u.NextFree > 0 {
 		v.NextFree = "in " + fmtDuration(u.NextFree)

@@ -42,6 +42,7 @@ type Metrics struct {
 	throttled       *prometheus.CounterVec   // task_type, by
 	provider        *prometheus.CounterVec   // provider, class
 	wait            *prometheus.HistogramVec // task_type, priority
+	limit           *prometheus.GaugeVec     // task_type, policy
 }
 
 // Results of sluice_decisions_total.
@@ -100,8 +101,12 @@ func NewMetrics(reg prometheus.Registerer, cfg *MetricsConfig) (*Metrics, error)
 			Help:    "Time from a task's enqueue (or the time it was due) to its provider taking it, by task type and priority (1 most urgent to 5).",
 			Buckets: prometheus.ExponentialBuckets(0.025, 2, 16), // 25 ms to 14 min
 		}, []string{"task_type", "priority"}),
+		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_rule_limit",
+			Help: "The limit (or concurrency) a rule held its last task to, by task type and rule: an adaptive rule's limit in force, else the policies' limit.",
+		}, []string{"task_type", "policy"}),
 	}
-	cs := []prometheus.Collector{m.decisions, m.shadow, m.latency, m.retryAfter, m.limiterErrors, m.failOpen, m.throttled, m.provider, m.wait}
+	cs := []prometheus.Collector{m.decisions, m.shadow, m.latency, m.retryAfter, m.limiterErrors, m.failOpen, m.throttled, m.provider, m.wait, m.limit}
 	if cfg.TenantLabel {
 		m.tenantDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tenant_decisions_total",
@@ -121,6 +126,11 @@ func NewMetrics(reg prometheus.Registerer, cfg *MetricsConfig) (*Metrics, error)
 // the decisions of its rules in shadow mode.
 func (m *Metrics) ObserveDecision(e worker.DecisionEvent) {
 	m.latency.WithLabelValues(e.TaskType).Observe(e.Latency.Seconds())
+	for i, n := range e.Limits {
+		if i < len(e.Rules) {
+			m.limit.WithLabelValues(e.TaskType, e.Rules[i]).Set(float64(n))
+		}
+	}
 	for _, s := range e.Shadow {
 		if s.Err == nil {
 			m.observeShadow(e.TaskType, s.Rule, s.Allowed)

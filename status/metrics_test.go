@@ -3,6 +3,7 @@ package status_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/textproto"
 	"strings"
 	"testing"
@@ -61,6 +62,40 @@ sluice_limiter_errors_total{task_type="sms:send"} 1
 				t.Errorf("counters:\n%s\nwant:\n%s", got, want)
 			}
 		})
+	}
+}
+
+// TestMetricsRuleLimit: each decision sets each rule's gauge to the limit
+// it held the task to; the last decision wins.
+func TestMetricsRuleLimit(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := status.NewMetrics(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := throttle.MultiDecision{Decision: throttle.Decision{Allowed: true}, Denied: -1}
+	m.ObserveDecision(worker.DecisionEvent{TaskType: "sms:send", Rules: []string{"tenant", "provider"}, Limits: []int{5, 50}, Decision: allowed})
+	m.ObserveDecision(worker.DecisionEvent{TaskType: "sms:send", Rules: []string{"tenant", "provider"}, Limits: []int{5, 45}, Decision: allowed})
+	got := map[string]float64{}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "sluice_rule_limit" {
+			continue
+		}
+		for _, x := range f.GetMetric() {
+			for _, l := range x.GetLabel() {
+				if l.GetName() == "policy" {
+					got[l.GetValue()] = x.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if want := map[string]float64{"tenant": 5, "provider": 45}; !maps.Equal(got, want) {
+		t.Errorf("sluice_rule_limit by rule = %v, want %v", got, want)
 	}
 }
 

@@ -485,3 +485,48 @@ func section(body, id string) string {
 	}
 	return body[i : i+j]
 }
+
+// TestPageAdaptiveAndCap: an adaptive rule shows its limit in force and
+// its ceiling; a concurrency rule, the slots held of its cap, at once.
+func TestPageAdaptiveAndCap(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	t.Cleanup(func() { rdb.Del(context.Background(), redistest.Keys(t, rdb, prefix)...) })
+	p, err := policies.Parse(t.Name(), []byte(`
+tasks:
+  sms:send:
+    - {name: provider, scope: global, limit: 200, window: 1s, adaptive: true}
+    - {name: relay, scope: global, concurrency: 4}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l := throttle.NewLimiter(rdb, throttle.WithPrefix(prefix))
+	rules := p.For(producer.TypeSMS, "acme")
+	if _, err := l.Adapt(ctx, rules[0].Check, rules[0].Min, throttle.SlowDown); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if md, err := l.AllowInLine(ctx, id, []throttle.Check{rules[1].Check}); err != nil || !md.Allowed {
+			t.Fatalf("take a slot: %+v, %v", md, err)
+		}
+	}
+	activity := status.NewActivity(nil)
+	activity.ObserveDecision(worker.DecisionEvent{TaskType: producer.TypeSMS, Tenant: "acme"})
+	h, err := status.Page(rdb, status.PageConfig{Policies: policies.Static(p), Activity: activity, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	body := rec.Body.String()
+	rows := pageRows(body)
+	if r := rows["global/provider"]; r.Limit != "45" || !strings.Contains(body, `of 200</span> per 1s`) {
+		t.Errorf("the adaptive rule shows limit %q (%+v), want 45 of 200 per 1s", r.Limit, r)
+	}
+	if r := rows["global/relay"]; r.Limit != "4" || r.Used != "2" || !strings.Contains(body, `<span class="limit">4</span> at once`) {
+		t.Errorf("the concurrency rule shows %+v, want 2 used of 4 at once", r)
+	}
+}

@@ -58,7 +58,9 @@ type tenantView struct {
 
 type windowView struct {
 	TaskType, Rule, Scope, Tenant string
-	Limit                         int
+	Limit                         int  // an adaptive rule's limit in force
+	Ceiling                       int  // an adaptive rule's ceiling; 0 for the others
+	Cap                           bool // a concurrency rule: Limit in flight at once
 	Window                        string
 	Used, InLine                  int
 	UsedPct, InLinePct            int

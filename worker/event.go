@@ -15,6 +15,10 @@ type DecisionEvent struct {
 	// Rules names the rules checked, in the order of Decision.Checks.
 	Rules []string
 
+	// Limits is the limit (or concurrency) each of Rules was held to: an
+	// adaptive rule's limit in force, else the policies' limit.
+	Limits []int
+
 	// Decision is the limiter's answer: Decision.Allowed, and when denied
 	// Decision.Denied indexes Rules. It is the zero value when Err is set.
 	Decision throttle.MultiDecision

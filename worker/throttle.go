@@ -467,9 +467,9 @@ func (t *Throttle) decided(e DecisionEvent, applied []policies.Applied) {
 	if t.onDecision == nil {
 		return
 	}
-	e.Rules = make([]string, len(applied))
+	e.Rules, e.Limits = make([]string, len(applied)), make([]int, len(applied))
 	for i, a := range applied {
-		e.Rules[i] = a.Rule
+		e.Rules[i], e.Limits[i] = a.Rule, a.Check.Policy.Limit
 	}
 	if e.Err != nil {
 		e.Decision = throttle.MultiDecision{}

@@ -58,8 +58,8 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if u.Shadow {
 			rule += " (shadow)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", u.TaskType, rule, u.Scope, tenant,
-			u.Used, u.InLine, u.Limit, describeWindow(u.RuleWindow), nextFree(u.NextFree))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", u.TaskType, rule, u.Scope, tenant,
+			u.Used, u.InLine, describeLimit(u), describeWindow(u.RuleWindow), nextFree(u.NextFree))
 	}
 	if err := tw.Flush(); err != nil {
 		return failf(stderr, 1, name, "%v", err)
@@ -67,9 +67,22 @@ func runUsage(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// describeLimit writes u's limit: "50", or for an adaptive rule its
+// limit in force and ceiling, "45 of 200".
+func describeLimit(u policies.RuleUsage) string {
+	if u.InForce > 0 {
+		return fmt.Sprintf("%d of %d", u.InForce, u.Limit)
+	}
+	return fmt.Sprint(u.Limit)
+}
+
 // describeWindow writes w's window as "1s +100ms", with its margin and,
-// when it is not the sliding log, its algorithm: "24h +50ms gcra".
+// when it is not the sliding log, its algorithm: "24h +50ms gcra"; a
+// concurrency rule's as "in flight, lease 2s".
 func describeWindow(w policies.RuleWindow) string {
+	if w.Algorithm == throttle.Concurrency {
+		return "in flight, lease " + formatDuration(w.Window)
+	}
 	s := formatDuration(w.Window)
 	if w.Margin > 0 {
 		s += " +" + formatDuration(w.Margin)
