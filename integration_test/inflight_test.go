@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/arrivals"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -354,4 +355,77 @@ func checkAdaptiveRun(t *testing.T, sink *rateSink, procs []*workerProc) {
 	}
 	t.Logf("%d requests, %d answered 429 (%.3f); %d accepted in %v, %.3f of the hidden %d a second; once adapted %.3f; limit moves %v",
 		len(rs), said429, share, len(ok), end.Sub(rs[0].At).Round(time.Millisecond), whole, hidden, adapted, moves)
+}
+
+// TestRateAndCapThroughCLIs: a rate rule and a concurrency rule on one
+// task type hold together, and the fair lines share them by weight:
+// acme (weight 3) and globex (1) send 120 and 60 SMS through a global
+// 30 a second and a cap of 3, to a provider that takes 100 ms and
+// answers 429 past 3 open. The provider never sees more than 3 open nor
+// more than 30 in a second, and while both wait acme gets about 3 in 4.
+func TestRateAndCapThroughCLIs(t *testing.T) {
+	t.Parallel()
+	url, rdb := redistest.URL(t), redistest.Client(t)
+	if _, err := buildWorker(); err != nil {
+		t.Fatal(err)
+	}
+	enqueueBin, err := buildEnqueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := newCapSink(t, 3, 100*time.Millisecond)
+	queue, prefix := redistest.Queue(t, rdb), redistest.Prefix(t)
+	policies := writePolicies(t, `
+weights: { acme: 3 }
+tasks:
+  sms:send:
+    - { name: provider, scope: global, limit: 30, window: 1s }
+    - { name: relay, scope: global, concurrency: 3 }
+`)
+	// Interleaved, so that neither flow runs dry in the lines while the
+	// other's tasks arrive.
+	for i := range 4 {
+		enqueueSMS(t, enqueueBin, url, queue, "acme", fmt.Sprintf("acme-%d", i), 30, "--prefix", prefix)
+		enqueueSMS(t, enqueueBin, url, queue, "globex", fmt.Sprintf("globex-%d", i), 15, "--prefix", prefix)
+	}
+	procs := startWorkers(t, 2, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
+		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "10", "--log-level", "warn")
+	waitFor(t, 60*time.Second, "every SMS at the provider", sink.notified, func() bool { return len(sink.receipts()) >= 180 })
+	stopWorkers(t, procs...)
+
+	rs := sink.receipts()
+	slices.SortFunc(rs, func(a, b receipt) int { return a.At.Compare(b.At) })
+	sink.mu.Lock()
+	peak := sink.peak
+	sink.mu.Unlock()
+	var at []time.Time
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r.Status != http.StatusOK || seen[r.ID] {
+			t.Errorf("send %s: status %d, again %v", r.ID, r.Status, seen[r.ID])
+		}
+		seen[r.ID] = true
+		at = append(at, r.At)
+	}
+	if peak > 3 {
+		t.Errorf("the provider saw %d open at once, cap 3", peak)
+	}
+	if n := arrivals.MaxInWindow(at, time.Second); n > 30 {
+		t.Errorf("the provider saw %d in one second, limit 30", n)
+	}
+	acme := 0
+	for _, r := range rs[60:140] {
+		if r.Tenant == "acme" {
+			acme++
+		}
+	}
+	if share := float64(acme) / 80; share < 0.65 || share > 0.85 {
+		var order []byte
+		for _, r := range rs {
+			order = append(order, r.Tenant[0])
+		}
+		t.Errorf("sends 61 to 140: acme %d of 80 (%.2f), want about 3 in 4 (0.65 to 0.85); the sends' tenants in order: %s", acme, share, order)
+	}
+	t.Logf("%d sends, peak %d open, at most %d in a second; sends 61 to 140: acme %d of 80",
+		len(rs), peak, arrivals.MaxInWindow(at, time.Second), acme)
 }

@@ -217,8 +217,13 @@ local function takeOver(flow, here, unlessNear)
       if at then
         takeBack(a.id, task, ownLogs)
         for _, rule in ipairs(swap) do
-          for j = 1, rule.cost do
-            redis.call('ZREM', rule.key, '@' .. a.id .. '#' .. j) -- gone already, unless its rules changed
+          -- Gone already, unless its rules changed.
+          if rule.algorithm == 'concurrency' then
+            redis.call('ZREM', rule.key, a.id)
+          else
+            for j = 1, rule.cost do
+              redis.call('ZREM', rule.key, '@' .. a.id .. '#' .. j)
+            end
           end
         end
         grant(flow, start, at, here, true)

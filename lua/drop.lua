@@ -26,7 +26,8 @@ ARGV[10]  "1": absent: a granted task that runs elsewhere and did not
           task not granted stays as it is
 
 Reply: {0, 0, -1, 0}; {1, 0, -1, 0} when the record or the rules changed
-since the caller read them: it looks again.
+since the caller read them: it looks again; {2, 0, -1, 0} when an absent
+task left the lines.
 ]]
 -- #include lines_head.lua
 -- #include lines_room.lua
@@ -58,14 +59,13 @@ if task.s == 'G' then
   redis.call('ZREM', kgrants, id)
   redis.call('ZADD', kwake, 'XX', now, task.c) -- its slot is free again
   if absent then
-    -- Absent again a second or more after its first absence (KEYS[10],
-    -- kept a minute), it leaves: its worker died, and it arrives again
-    -- when asynq recovers it. Else it waits again, at the tail.
+    -- The first time, it waits again at the tail: its worker was slow to
+    -- hand it back, or died. Absent again a second or more later (KEYS[10]
+    -- keeps the first time a minute), it leaves the lines: its worker
+    -- died, and the caller brings it back if it stops running.
     redis.call('ZREMRANGEBYSCORE', KEYS[10], '-inf', now - absentFor)
     local first = tonumber(redis.call('ZSCORE', KEYS[10], id) or '')
-    if first and now - first >= absentAgain then
-      redis.call('ZREM', KEYS[10], id)
-    else
+    if not (first and now - first >= absentAgain) then
       if not first then
         redis.call('ZADD', KEYS[10], now, id)
         redis.call('PEXPIRE', KEYS[10], absentFor / 1000)
@@ -75,6 +75,7 @@ if task.s == 'G' then
       waiting(flowOf(task.c, task.l, task.t))
       return {0, 0, -1, 0}
     end
+    redis.call('ZREM', KEYS[10], id)
   end
 else
   redis.call('ZREM', KEYS[4], member(task.t, tonumber(task.n) or 0, task.q, id))
@@ -88,4 +89,7 @@ else
   end
 end
 redis.call('HDEL', ktasks, id)
+if absent then
+  return {2, 0, -1, 0}
+end
 return {0, 0, -1, 0}

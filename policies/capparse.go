@@ -108,6 +108,9 @@ func parseAdaptive(r Rule, rf ruleFile) (Rule, error) {
 		}
 		return r, nil
 	}
+	if r.Shadow {
+		return r, errors.New("adaptive: a rule in shadow mode does not adapt: it never sends, so no answer moves it")
+	}
 	if alg := r.Policy.Algorithm; alg != "" && alg != throttle.SlidingLog && alg != throttle.Concurrency {
 		return r, fmt.Errorf("adaptive: a rule of algorithm %s does not adapt; use the sliding log or concurrency", alg)
 	}

@@ -63,6 +63,8 @@ func capRejects() []rejectCase {
 			[]string{"tenants: overrides need scope \"tenant\""}},
 		{"min without adaptive", oneRule("name: r, scope: global, limit: 5, window: 1s, min: 2"), []string{"rule 1 (r): min: only an adaptive rule"}},
 		{"min above the ceiling", oneRule("name: r, scope: global, limit: 5, window: 1s, adaptive: true, min: 6"), []string{"min: 6 is above the ceiling 5"}},
+		{"adaptive shadow", oneRule("name: r, scope: global, limit: 5, window: 1s, adaptive: true, mode: shadow"),
+			[]string{"rule 1 (r): adaptive: a rule in shadow mode does not adapt"}},
 		{"adaptive gcra", oneRule("name: r, scope: global, limit: 5, window: 1s, algorithm: gcra, adaptive: true"),
 			[]string{"adaptive: a rule of algorithm gcra does not adapt"}},
 		{"min 0", oneRule("name: r, scope: global, concurrency: 5, adaptive: true, min: 0"), []string{"min: 0 is below 1"}},

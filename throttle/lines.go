@@ -295,27 +295,32 @@ func (ls *Lines) Dispatch(ctx context.Context) (Turn, error) {
 // reads the task's entry first, to name its keys to the script, and reads
 // again (up to three times) when the entry changes meanwhile.
 func (ls *Lines) Drop(ctx context.Context, id string) error {
-	return ls.drop(ctx, id, false)
+	_, err := ls.drop(ctx, id, false)
+	return err
 }
 
 // Absent takes back the grant of task id, which its task did not claim
 // at once although it runs at some worker (it stood there, and that
 // worker died or stalled): its slots go to others now, not when the
 // grant lapses, and the task goes to the tail of its flow, its turn
-// spent; absent again a second or more later, it leaves the lines (it
-// arrives again when asynq recovers it). A task not granted is left as
-// it is. Safe for concurrent use.
-func (ls *Lines) Absent(ctx context.Context, id string) error {
+// spent. Absent again a second or more later, it leaves the lines, and
+// Absent reports it: the caller should bring it back to its queue if it
+// stops running (its worker was alive after all), else asynq brings it
+// back when it recovers it. A task not granted is left as it is. Safe for
+// concurrent use.
+func (ls *Lines) Absent(ctx context.Context, id string) (left bool, err error) {
 	return ls.drop(ctx, id, true)
 }
 
 // drop is Drop, or Absent.
-func (ls *Lines) drop(ctx context.Context, id string, absent bool) error {
+func (ls *Lines) drop(ctx context.Context, id string, absent bool) (left bool, err error) {
 	if ls.l.err != nil {
-		return ls.l.err
+		return false, ls.l.err
 	}
 	group := ls.group()
-	fail := func(err error) error { return fmt.Errorf("throttle: drop %s from the lines: %w", id, err) }
+	fail := func(err error) (bool, error) {
+		return false, fmt.Errorf("throttle: drop %s from the lines: %w", id, err)
+	}
 	for again := 0; ; again++ {
 		keys, args, err := ls.dropLook(ctx, group, id)
 		if err != nil {
@@ -329,7 +334,8 @@ func (ls *Lines) drop(ctx context.Context, id string, absent bool) error {
 		if err != nil {
 			return fail(err)
 		}
-		if t.Outcome == 0 {
+		if t.Outcome == 0 || t.Outcome == 2 {
+			left = t.Outcome == 2
 			break
 		}
 		if again == 2 {
@@ -339,7 +345,7 @@ func (ls *Lines) drop(ctx context.Context, id string, absent bool) error {
 	if err := ls.publishWake(ctx, group); err != nil {
 		return fail(err)
 	}
-	return nil
+	return left, nil
 }
 
 // dropLook reads task id's record and, for a grant, its flow's stored

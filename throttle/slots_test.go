@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,6 +281,87 @@ func TestLinesThroughCap(t *testing.T) {
 		}
 		if c.most["acme"] != 1 || c.most["globex"] != 2 || len(c.held) != 3 {
 			t.Errorf("most held at once: %v, and %d held at the end; want acme 1 (its own cap), globex 2 (the rest of 3)", c.most, len(c.held))
+		}
+	})
+}
+
+// TestLinesAbsent: a grant that its task does not claim (it stood at a
+// worker that died) is taken back at once: its slot is free, and the
+// task waits again behind the others of its flow.
+func TestLinesAbsent(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, prefix string) {
+		ctx := context.Background()
+		ls := l.Lines(throttle.LinesConfig{})
+		c := capOf("relay", 1, 5*time.Second)
+		checks := []throttle.LineCheck{{Check: c, Shared: true}}
+		arrive := func(id string) throttle.Turn {
+			t.Helper()
+			turn, err := ls.Arrive(ctx, throttle.Arrival{Class: "email:send", Tenant: "acme", Queue: "default", ID: id, Checks: checks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return turn
+		}
+		if turn := arrive("h"); turn.Outcome != throttle.Admitted {
+			t.Fatalf("h on an empty cap: %v", turn.Outcome)
+		}
+		for _, id := range []string{"a", "b"} {
+			if turn := arrive(id); turn.Outcome != throttle.Parked {
+				t.Fatalf("%s on a full cap: %v, want parked", id, turn.Outcome)
+			}
+		}
+		dispatch := func() []string {
+			t.Helper()
+			turn, err := ls.Dispatch(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, g := range turn.Granted {
+				ids = append(ids, g.ID)
+			}
+			return ids
+		}
+		if _, err := ls.Release(ctx, "email:send", "h", []throttle.Check{c}); err != nil {
+			t.Fatal(err)
+		}
+		if got := dispatch(); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("grants after h's release: %v, want [a]", got)
+		}
+		if left, err := ls.Absent(ctx, "a"); err != nil || left {
+			t.Fatalf("a absent once = %v, %v; want it waiting again", left, err)
+		}
+		firstAbsent := time.UnixMicro(redisNow(t, rdb)) // at or after its record
+		if got := dispatch(); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("grants after a's absence: %v, want [b], its slot given at once", got)
+		}
+		if turn := arrive("b"); turn.Outcome != throttle.Admitted {
+			t.Errorf("b claims its grant: %v, want admitted", turn.Outcome)
+		}
+		if got := dispatch(); len(got) != 0 {
+			t.Errorf("grants while b holds the cap of 1: %v, want none", got)
+		}
+		if left, err := ls.Absent(ctx, "b"); err != nil || left {
+			t.Errorf("absent on a task not granted = %v, %v; want nothing done", left, err)
+		}
+		if _, err := ls.Release(ctx, "email:send", "b", []throttle.Check{c}); err != nil {
+			t.Fatal(err)
+		}
+		if got := dispatch(); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("grants after b's release: %v, want [a], waiting again", got)
+		}
+		// Absent again, a second or more later: it leaves the lines, and
+		// comes back as a new arrival.
+		waitRedisPast(t, rdb, firstAbsent.Add(time.Second))
+		if left, err := ls.Absent(ctx, "a"); err != nil || !left {
+			t.Fatalf("a absent again = %v, %v; want it gone from the lines", left, err)
+		}
+		if got := dispatch(); len(got) != 0 {
+			t.Errorf("grants with nothing waiting: %v", got)
+		}
+		if turn := arrive("a"); turn.Outcome != throttle.Admitted {
+			t.Errorf("a back, alone, on a free cap: %v, want admitted", turn.Outcome)
 		}
 	})
 }

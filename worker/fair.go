@@ -77,12 +77,38 @@ func (f *fairLines) move(ctx context.Context, grants []throttle.Grant) {
 			}
 			// Neither claimed nor handed back: it stood at a worker that
 			// died or stalled. Its grant goes to others now, and it waits
-			// again at the tail of its flow.
+			// again at the tail of its flow, or, absent again, leaves.
 			f.logger.Debug("a granted task stayed active; its grant is taken back", "task", g.ID, "queue", g.Queue)
-			if err := f.lines.Absent(ctx, g.ID); err != nil {
+			left, err := f.lines.Absent(ctx, g.ID)
+			if err != nil {
 				f.logger.Debug("could not take back the grant of a task that stayed active; it lapses", "task", g.ID, "err", err)
 			}
+			if left {
+				f.bringBack(ctx, g)
+			}
 		}()
+	}
+}
+
+// Once a task absent twice has left the lines, it is looked at
+// bringBackTries times, bringBackDelay apart: if it stops running (its
+// worker was alive after all, and parked it), it is moved to the front of
+// its queue, to arrive again; else its worker died, and asynq brings it
+// back when it recovers it.
+const (
+	bringBackTries = 20
+	bringBackDelay = 250 * time.Millisecond
+)
+
+// bringBack moves g's task, which left the lines, to the front of its
+// queue once it stops running.
+func (f *fairLines) bringBack(ctx context.Context, g throttle.Grant) {
+	for range bringBackTries {
+		time.Sleep(bringBackDelay)
+		res, err := toFront(ctx, f.rdb, g.Queue, g.ID)
+		if err != nil || res != frontActive {
+			return
+		}
 	}
 }
 
@@ -340,8 +366,8 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 	// A task of a concurrency rule stands here for its slot, up to
 	// MaxHold, entered before it arrives: a grant given meanwhile is kept.
 	var granted <-chan struct{}
+	leave := func() {}
 	if caps, _ := capsOf(applied); len(caps) > 0 && t.maxHold > 0 {
-		var leave func()
 		granted, leave = f.stand.enter(id)
 		defer leave()
 	}
@@ -353,13 +379,13 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 		}
 		switch turn.Outcome {
 		case throttle.Admitted:
-			return t.unsent(f, id, task.Type(), applied, t.fresh(ctx, f, id, applied, a.Checks, asked))
+			return t.unsent(f, id, task.Type(), all, t.fresh(ctx, f, id, applied, a.Checks, asked))
 		case throttle.Placed:
 			if t.waitPlace(ctx, turn.Wait) {
-				return t.unsent(f, id, task.Type(), applied, t.fresh(ctx, f, id, applied, a.Checks, asked.Add(turn.Wait)))
+				return t.unsent(f, id, task.Type(), all, t.fresh(ctx, f, id, applied, a.Checks, asked.Add(turn.Wait)))
 			}
 			// Its place passes unused: it comes back as a new arrival.
-			return t.unsent(f, id, task.Type(), applied, &provider.ThrottledError{RetryAfter: t.backoff,
+			return t.unsent(f, id, task.Type(), all, &provider.ThrottledError{RetryAfter: t.backoff,
 				By: "place too close to the task's deadline, or task cancelled", Err: ctx.Err()})
 		}
 		f.wake()
@@ -371,8 +397,10 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 				continue // its grant came: it claims it
 			}
 			// Its stand is over: it asks once more, as its grant may have
-			// come just now, or the lines let it go meanwhile (Absent).
+			// come just now. It stands no more, so that a grant given
+			// after that ask is moved to it, not told.
 			if ctx.Err() == nil && !t.stopped() {
+				leave()
 				last = true
 				continue
 			}

@@ -67,17 +67,25 @@ func (t *Throttle) slotsOf(ctx context.Context, task *asynq.Task, tenant string,
 }
 
 // unsent frees the slots of a task that its fair lines admitted but that
-// is not sent after all (err, its return to the queue): they would be
-// held until their lease lapsed. It returns err.
-func (t *Throttle) unsent(f *fairLines, id, class string, applied []policies.Applied, err error) error {
-	caps, _ := capsOf(applied)
-	if err == nil || len(caps) == 0 {
+// is not sent after all (err, its return to the queue), of the rules
+// all, enforced and in shadow mode: they would be held until their lease
+// lapsed. It returns err.
+func (t *Throttle) unsent(f *fairLines, id, class string, all []policies.Applied, err error) error {
+	caps, shadow := capsOf(all)
+	if err == nil || len(caps)+len(shadow) == 0 {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
 	defer cancel()
-	if _, ferr := f.release(ctx, class, id, caps); ferr != nil {
-		t.logger.Debug("could not free the slots of a task not sent; they lapse at the end of their lease", "task", id, "err", ferr)
+	if len(caps) > 0 {
+		if _, ferr := f.release(ctx, class, id, caps); ferr != nil {
+			t.logger.Debug("could not free the slots of a task not sent; they lapse at the end of their lease", "task", id, "err", ferr)
+		}
+	}
+	if len(shadow) > 0 {
+		if _, ferr := t.limiter.Release(ctx, id, shadow); ferr != nil {
+			t.logger.Debug("could not free the slots of shadow rules of a task not sent", "task", id, "err", ferr)
+		}
 	}
 	return err
 }
@@ -174,13 +182,16 @@ func (f *fairLines) release(ctx context.Context, class, id string, caps []thrott
 	if err != nil || n == 0 {
 		return n, err
 	}
+	// The tasks called ahead go to the front first, the granted one after
+	// them: asynq fetches from the front, and this worker's next fetch is
+	// to find the granted one.
+	f.callAhead(ctx, class)
 	turn, err := f.lines.Dispatch(ctx)
 	f.move(ctx, turn.Granted) // given by its first calls, even on an error
 	if err != nil {
 		f.logger.Debug("could not give a freed slot at once; the dispatch loops will", "group", f.group, "err", err)
 		f.wake()
 	}
-	f.callAhead(ctx, class)
 	return n, nil
 }
 

@@ -29,16 +29,21 @@ func (s *standing) granted(id string) bool {
 }
 
 // enter makes task id stand here: it returns the channel its grant is
-// told on, and leave, which ends its stand.
+// told on, and leave, which ends its stand (once; later calls do nothing).
 func (s *standing) enter(id string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
 	s.tasks[id] = ch
 	s.mu.Unlock()
+	var once sync.Once
 	return ch, func() {
-		s.mu.Lock()
-		delete(s.tasks, id)
-		s.mu.Unlock()
+		once.Do(func() {
+			s.mu.Lock()
+			if s.tasks[id] == ch {
+				delete(s.tasks, id)
+			}
+			s.mu.Unlock()
+		})
 	}
 }
 
