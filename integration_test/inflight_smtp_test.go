@@ -94,13 +94,7 @@ func TestSMTPConnectionsUnderCap(t *testing.T) {
 	t.Parallel()
 	const n = 40
 	url, rdb := redistest.URL(t), redistest.Client(t)
-	if _, err := buildWorker(); err != nil {
-		t.Fatal(err)
-	}
-	enqueueBin, err := buildEnqueue()
-	if err != nil {
-		t.Fatal(err)
-	}
+	enqueueBin := buildCLIs(t)
 	relay := startCapRelay(t, 150*time.Millisecond)
 	queue, prefix := redistest.Queue(t, rdb), redistest.Prefix(t)
 	policies := writePolicies(t, `

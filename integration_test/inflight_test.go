@@ -36,13 +36,11 @@ type capSink struct {
 func newCapSink(t testing.TB, most int, hold time.Duration) *capSink {
 	s := &capSink{most: most, hold: hold, notified: make(chan struct{}, 1)}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct{ ID, Tenant string }
-		data, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(data, &body); err != nil || body.ID == "" {
-			http.Error(w, "bad request", http.StatusBadRequest)
+		id, tenant, ok := smsBody(w, r)
+		if !ok {
 			return
 		}
-		rec := receipt{ID: body.ID, Tenant: body.Tenant, Worker: strings.TrimPrefix(r.URL.Path, "/"), At: time.Now(), Status: http.StatusOK}
+		rec := receipt{ID: id, Tenant: tenant, Worker: strings.TrimPrefix(r.URL.Path, "/"), At: time.Now(), Status: http.StatusOK}
 		s.mu.Lock()
 		s.open++
 		s.peak = max(s.peak, s.open)
@@ -83,15 +81,44 @@ func (s *capSink) receipts() []receipt {
 
 // TestCapThroughCLIs is the issue's cap and a killed worker, through the
 // commands, on a single Redis and a three-master cluster: see capThrough.
-func TestCapThroughCLIs(t *testing.T) {
+func TestCapThroughCLIs(t *testing.T) { singleAndCluster(t, capThrough) }
+
+// singleAndCluster runs f in parallel on a single Redis and on a
+// three-master cluster, given each one's URL and a client.
+func singleAndCluster(t *testing.T, f func(t *testing.T, url string, rdb redis.UniversalClient)) {
 	t.Run("single", func(t *testing.T) {
 		t.Parallel()
-		capThrough(t, redistest.URL(t), redistest.Client(t))
+		f(t, redistest.URL(t), redistest.Client(t))
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
-		capThrough(t, "redis+cluster://"+redistest.ClusterAddrs(t)[0], redistest.Cluster(t))
+		f(t, "redis+cluster://"+redistest.ClusterAddrs(t)[0], redistest.Cluster(t))
 	})
+}
+
+// buildCLIs builds cmd/worker and cmd/enqueue, and returns the latter.
+func buildCLIs(t *testing.T) string {
+	t.Helper()
+	if _, err := buildWorker(); err != nil {
+		t.Fatal(err)
+	}
+	enqueueBin, err := buildEnqueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enqueueBin
+}
+
+// smsBody reads the SMS a webhook request carries, answering 400 to one
+// it cannot read.
+func smsBody(w http.ResponseWriter, r *http.Request) (id, tenant string, ok bool) {
+	var body struct{ ID, Tenant string }
+	data, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(data, &body); err != nil || body.ID == "" {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return "", "", false
+	}
+	return body.ID, body.Tenant, true
 }
 
 // capThrough sends 300 SMS of 10 tenants, enqueued by cmd/enqueue, through
@@ -108,13 +135,7 @@ func capThrough(t *testing.T, url string, rdb redis.UniversalClient) {
 		each    = 30
 		first   = 280
 	)
-	if _, err := buildWorker(); err != nil {
-		t.Fatal(err)
-	}
-	enqueueBin, err := buildEnqueue()
-	if err != nil {
-		t.Fatal(err)
-	}
+	enqueueBin := buildCLIs(t)
 	sink := newCapSink(t, cap, hold)
 	queue := redistest.Queue(t, rdb)
 	prefix := redistest.Prefix(t)
@@ -214,14 +235,12 @@ type rateSink struct {
 func newRateSink(t testing.TB, rate int) *rateSink {
 	s := &rateSink{rate: rate, notified: make(chan struct{}, 1)}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct{ ID, Tenant string }
-		data, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(data, &body); err != nil || body.ID == "" {
-			http.Error(w, "bad request", http.StatusBadRequest)
+		id, tenant, ok := smsBody(w, r)
+		if !ok {
 			return
 		}
 		now := time.Now()
-		rec := receipt{ID: body.ID, Tenant: body.Tenant, At: now, Status: http.StatusOK}
+		rec := receipt{ID: id, Tenant: tenant, At: now, Status: http.StatusOK}
 		s.mu.Lock()
 		recent := 0
 		for i := len(s.accepted) - 1; i >= 0 && now.Sub(s.accepted[i]) < time.Second; i-- {
@@ -250,16 +269,7 @@ func newRateSink(t testing.TB, rate int) *rateSink {
 // TestAdaptiveThroughCLIs is the issue's adaptive limit, through the
 // commands, on a single Redis and a three-master cluster: see
 // adaptiveThrough.
-func TestAdaptiveThroughCLIs(t *testing.T) {
-	t.Run("single", func(t *testing.T) {
-		t.Parallel()
-		adaptiveThrough(t, redistest.URL(t), redistest.Client(t))
-	})
-	t.Run("cluster", func(t *testing.T) {
-		t.Parallel()
-		adaptiveThrough(t, "redis+cluster://"+redistest.ClusterAddrs(t)[0], redistest.Cluster(t))
-	})
-}
+func TestAdaptiveThroughCLIs(t *testing.T) { singleAndCluster(t, adaptiveThrough) }
 
 // adaptiveThrough sends 900 SMS of 10 tenants through 2 workers to a
 // provider of a hidden 50 a second, under a rule of limit 200 a second,
@@ -272,13 +282,7 @@ func adaptiveThrough(t *testing.T, url string, rdb redis.UniversalClient) {
 		tenants = 10
 		each    = 90
 	)
-	if _, err := buildWorker(); err != nil {
-		t.Fatal(err)
-	}
-	enqueueBin, err := buildEnqueue()
-	if err != nil {
-		t.Fatal(err)
-	}
+	enqueueBin := buildCLIs(t)
 	sink := newRateSink(t, 50)
 	queue := redistest.Queue(t, rdb)
 	prefix := redistest.Prefix(t)
@@ -366,13 +370,7 @@ func checkAdaptiveRun(t *testing.T, sink *rateSink, procs []*workerProc) {
 func TestRateAndCapThroughCLIs(t *testing.T) {
 	t.Parallel()
 	url, rdb := redistest.URL(t), redistest.Client(t)
-	if _, err := buildWorker(); err != nil {
-		t.Fatal(err)
-	}
-	enqueueBin, err := buildEnqueue()
-	if err != nil {
-		t.Fatal(err)
-	}
+	enqueueBin := buildCLIs(t)
 	sink := newCapSink(t, 3, 100*time.Millisecond)
 	queue, prefix := redistest.Queue(t, rdb), redistest.Prefix(t)
 	policies := writePolicies(t, `
