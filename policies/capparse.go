@@ -3,6 +3,8 @@ package policies
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -30,10 +32,12 @@ const (
 // The fields of a rate (limit, window, margin, algorithm) are refused on
 // it, and a tenant overrides only its concurrency.
 func parseCap(r Rule, rf ruleFile) (Rule, error) {
-	for field, set := range map[string]bool{"limit": rf.Limit.Kind != 0, "window": rf.Window != "",
-		"margin": rf.Margin != nil, "algorithm": rf.Algorithm != ""} {
-		if set {
-			return r, fmt.Errorf("%s: a concurrency rule caps the sends in flight; it has no %s (give concurrency, or limit and window, not both)", field, field)
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"limit", rf.Limit.Kind != 0}, {"window", rf.Window != ""}, {"margin", rf.Margin != nil}, {"algorithm", rf.Algorithm != ""}} {
+		if f.set { // always the same one named, whatever else is given
+			return r, fmt.Errorf("%s: a concurrency rule caps the sends in flight; it has no %s (give concurrency, or limit and window, not both)", f.name, f.name)
 		}
 	}
 	n, err := parseConcurrency(&rf.Concurrency)
@@ -134,8 +138,8 @@ func parseAdaptive(r Rule, rf ruleFile) (Rule, error) {
 	if r.Min > r.Policy.Limit {
 		return r, fmt.Errorf("min: %d is above the ceiling %d", r.Min, r.Policy.Limit)
 	}
-	for tenant, pol := range r.Tenants {
-		if r.Min > pol.Limit {
+	for _, tenant := range slices.Sorted(maps.Keys(r.Tenants)) { // the same one named each time
+		if pol := r.Tenants[tenant]; r.Min > pol.Limit {
 			return r, fmt.Errorf("tenants: %s: its ceiling %d is below the rule's min %d", tenant, pol.Limit, r.Min)
 		}
 	}
