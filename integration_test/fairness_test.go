@@ -143,17 +143,23 @@ func backlogAhead(t *testing.T, rs []receipt, since time.Time, idPrefix string) 
 // queue through url, and returns when it returned, its tasks in Redis.
 func enqueueSMS(t *testing.T, bin, url, queue, tenant, id string, n int, more ...string) time.Time {
 	t.Helper()
+	runEnqueue(t, bin, append([]string{"sms", "--redis", url, "--queue", queue, "--tenant", tenant,
+		"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(n), "--id", id}, more...)...)
+	return time.Now()
+}
+
+// runEnqueue runs cmd/enqueue (bin) with args, within 30 s, and fails t
+// with its output if it fails.
+func runEnqueue(t *testing.T, bin string, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	args := append([]string{"sms", "--redis", url, "--queue", queue, "--tenant", tenant,
-		"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(n), "--id", id}, more...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = readmeEnv()
 	if ca, ok := os.LookupEnv(redisconn.RedisCAFileEnv); ok {
 		cmd.Env = append(cmd.Env, redisconn.RedisCAFileEnv+"="+ca)
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("enqueue %s: %v\n%s", tenant, err, out)
+		t.Fatalf("enqueue %v: %v\n%s", args[:min(len(args), 8)], err, out)
 	}
-	return time.Now()
 }

@@ -1,20 +1,16 @@
 package integration_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log"
 	"net"
-	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
 
 	gosmtp "github.com/emersion/go-smtp"
 
-	"github.com/sluicehq/sluice/internal/redisconn"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -127,16 +123,6 @@ tasks:
 // enqueueEmail runs cmd/enqueue (bin) to put n emails of tenant on queue.
 func enqueueEmail(t *testing.T, bin, url, queue, tenant string, n int, more ...string) {
 	t.Helper()
-	args := append([]string{"email", "--redis", url, "--queue", queue, "--tenant", tenant, "--to", "user@example.com",
-		"--subject", "hello", "--body", "hello", "--count", fmt.Sprint(n)}, more...)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = readmeEnv()
-	if ca, ok := os.LookupEnv(redisconn.RedisCAFileEnv); ok {
-		cmd.Env = append(cmd.Env, redisconn.RedisCAFileEnv+"="+ca)
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("enqueue email %s: %v\n%s", tenant, err, out)
-	}
+	runEnqueue(t, bin, append([]string{"email", "--redis", url, "--queue", queue, "--tenant", tenant, "--to", "user@example.com",
+		"--subject", "hello", "--body", "hello", "--count", fmt.Sprint(n)}, more...)...)
 }

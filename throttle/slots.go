@@ -15,17 +15,6 @@ import (
 // isCap reports whether c is a Concurrency cap.
 func isCap(c Check) bool { return c.Policy.Algorithm == Concurrency }
 
-// Caps returns the checks of checks that are Concurrency caps, in order.
-func Caps(checks []Check) []Check {
-	var caps []Check
-	for _, c := range checks {
-		if isCap(c) {
-			caps = append(caps, c)
-		}
-	}
-	return caps
-}
-
 // slotKeys returns the Redis keys of the slots of caps, which must all be
 // Concurrency checks, and their group.
 func (l *Limiter) slotKeys(caps []Check) ([]string, string, error) {

@@ -211,7 +211,7 @@ func (c *capLines) release() {
 	for _, lc := range c.checks[c.tenant[id]] {
 		caps = append(caps, lc.Check)
 	}
-	if n, err := c.ls.Release(ctx, c.class, id, throttle.Caps(caps)); err != nil || n == 0 {
+	if n, err := c.ls.Release(ctx, c.class, id, caps); err != nil || n == 0 { // every check here is a cap
 		c.t.Fatalf("release %s = %d, %v; want its slots freed", id, n, err)
 	}
 	turn, err := c.ls.Dispatch(ctx)
