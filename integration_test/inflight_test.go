@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -80,20 +81,74 @@ func (s *capSink) receipts() []receipt {
 }
 
 // TestCapThroughCLIs is the issue's cap and a killed worker, through the
-// commands, on a single Redis and a three-master cluster: see capThrough.
-func TestCapThroughCLIs(t *testing.T) { singleAndCluster(t, capThrough) }
+// commands, everywhere it runs: see capThrough and everywhere.
+func TestCapThroughCLIs(t *testing.T) { everywhere(t, capThrough) }
 
-// singleAndCluster runs f in parallel on a single Redis and on a
-// three-master cluster, given each one's URL and a client.
-func singleAndCluster(t *testing.T, f func(t *testing.T, url string, rdb redis.UniversalClient)) {
+// backend is where a trial runs: its Redis, and how its tasks are laid
+// out there.
+type backend struct {
+	url    string
+	rdb    redis.UniversalClient
+	prefix string
+	queue  string // the trial's own queue, on one shard; "" under shards
+	shards int
+}
+
+// workerArgs are the arguments that point a worker at b.
+func (b backend) workerArgs() []string {
+	if b.shards > 1 {
+		return []string{"--redis", b.url, "--prefix", b.prefix, "--shards", fmt.Sprint(b.shards)}
+	}
+	return []string{"--redis", b.url, "--prefix", b.prefix, "--queues", b.queue + "=1"}
+}
+
+// enqueueSMS enqueues n SMS of tenant with cmd/enqueue (bin) in b: on
+// the trial's queue, or, under shards, where the layout puts them.
+func (b backend) enqueueSMS(t *testing.T, bin, tenant, id string, n int) {
+	t.Helper()
+	enqueueSMS(t, bin, b.url, b.queue, tenant, id, n, "--prefix", b.prefix)
+}
+
+// everywhere runs f in parallel on a single Redis and on a three-master
+// cluster, each on one shard with a queue of its own, and on a
+// three-master cluster (a replica each) of the test's own, in the layout
+// of three shards that a cluster's workers choose: `admin layout
+// --shards 3` writes it before the tasks are enqueued, as a deployment
+// does with its workers stopped.
+func everywhere(t *testing.T, f func(t *testing.T, b backend)) {
 	t.Run("single", func(t *testing.T) {
 		t.Parallel()
-		f(t, redistest.URL(t), redistest.Client(t))
+		rdb := redistest.Client(t)
+		f(t, backend{url: redistest.URL(t), rdb: rdb, prefix: redistest.Prefix(t), queue: redistest.Queue(t, rdb)})
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
-		f(t, "redis+cluster://"+redistest.ClusterAddrs(t)[0], redistest.Cluster(t))
+		rdb := redistest.Cluster(t)
+		f(t, backend{url: "redis+cluster://" + redistest.ClusterAddrs(t)[0], rdb: rdb, prefix: redistest.Prefix(t), queue: redistest.Queue(t, rdb)})
 	})
+	t.Run("cluster, three shards", func(t *testing.T) {
+		t.Parallel()
+		c := redistest.StartReplicatedClusterOf(t, 3)
+		f(t, backend{url: c.URL(), rdb: c.Client(t), prefix: redistest.Prefix(t), shards: 3})
+	})
+}
+
+// layOut writes b's layout with `admin layout`, no worker running, under
+// policies (a file): nothing to do on one shard.
+func (b backend) layOut(t *testing.T, policies string) {
+	t.Helper()
+	if b.shards <= 1 {
+		return
+	}
+	adminBin, err := buildAdmin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(adminBin, "layout", "--redis", b.url, "--prefix", b.prefix, "--policies", policies,
+		"--shards", fmt.Sprint(b.shards), "--yes").CombinedOutput()
+	if err != nil {
+		t.Fatalf("admin layout --shards %d: %v\n%s", b.shards, err, out)
+	}
 }
 
 // buildCLIs builds cmd/worker and cmd/enqueue, and returns the latter.
@@ -127,7 +182,7 @@ func smsBody(w http.ResponseWriter, r *http.Request) (id, tenant string, ok bool
 // the first send one worker is SIGKILLed and started again. The provider
 // never sees more than 4 open and answers no 429, every SMS arrives, and
 // the first 280 arrive at 0.80 or more of 4 at a time.
-func capThrough(t *testing.T, url string, rdb redis.UniversalClient) {
+func capThrough(t *testing.T, b backend) {
 	const (
 		cap     = 4
 		hold    = 200 * time.Millisecond
@@ -137,20 +192,19 @@ func capThrough(t *testing.T, url string, rdb redis.UniversalClient) {
 	)
 	enqueueBin := buildCLIs(t)
 	sink := newCapSink(t, cap, hold)
-	queue := redistest.Queue(t, rdb)
-	prefix := redistest.Prefix(t)
 	policies := writePolicies(t, fmt.Sprintf(`
 tasks:
   sms:send:
     - { name: provider, scope: global, concurrency: %d }
 `, cap))
+	b.layOut(t, policies)
 	for i := range tenants {
 		tenant := fmt.Sprintf("t%02d", i)
-		enqueueSMS(t, enqueueBin, url, queue, tenant, tenant, each, "--prefix", prefix)
+		b.enqueueSMS(t, enqueueBin, tenant, tenant, each)
 	}
 	args := func(name string) []string {
-		return []string{"--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL + "/" + name,
-			"--queues", queue + "=1", "--prefix", prefix, "--concurrency", "20", "--log-level", "warn"}
+		return append(b.workerArgs(), "--policies", policies, "--sms-webhook", sink.srv.URL+"/"+name,
+			"--concurrency", "20", "--log-level", "warn")
 	}
 	procs := startWorkers(t, 1, args("victim")...)
 	procs = append(procs, startWorkers(t, 2, args("other")...)...)
@@ -269,7 +323,7 @@ func newRateSink(t testing.TB, rate int) *rateSink {
 // TestAdaptiveThroughCLIs is the issue's adaptive limit, through the
 // commands, on a single Redis and a three-master cluster: see
 // adaptiveThrough.
-func TestAdaptiveThroughCLIs(t *testing.T) { singleAndCluster(t, adaptiveThrough) }
+func TestAdaptiveThroughCLIs(t *testing.T) { everywhere(t, adaptiveThrough) }
 
 // adaptiveThrough sends 900 SMS of 10 tenants through 2 workers to a
 // provider of a hidden 50 a second, under a rule of limit 200 a second,
@@ -277,26 +331,25 @@ func TestAdaptiveThroughCLIs(t *testing.T) { singleAndCluster(t, adaptiveThrough
 // limit has adapted (after its last move, and the last hold a 429 asked
 // for) the drain runs at 0.90 or more of the hidden rate. Over the whole
 // drain, each hold costs its second: that figure is logged.
-func adaptiveThrough(t *testing.T, url string, rdb redis.UniversalClient) {
+func adaptiveThrough(t *testing.T, b backend) {
 	const (
 		tenants = 10
 		each    = 90
 	)
 	enqueueBin := buildCLIs(t)
 	sink := newRateSink(t, 50)
-	queue := redistest.Queue(t, rdb)
-	prefix := redistest.Prefix(t)
 	policies := writePolicies(t, `
 tasks:
   sms:send:
     - { name: provider, scope: global, limit: 200, window: 1s, adaptive: true }
 `)
+	b.layOut(t, policies)
 	for i := range tenants {
 		tenant := fmt.Sprintf("t%02d", i)
-		enqueueSMS(t, enqueueBin, url, queue, tenant, tenant, each, "--prefix", prefix)
+		b.enqueueSMS(t, enqueueBin, tenant, tenant, each)
 	}
-	procs := startWorkers(t, 2, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
-		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "10", "--log-level", "info")
+	procs := startWorkers(t, 2, append(b.workerArgs(), "--policies", policies, "--sms-webhook", sink.srv.URL,
+		"--concurrency", "10", "--log-level", "info")...)
 	accepted := func() int {
 		sink.mu.Lock()
 		defer sink.mu.Unlock()

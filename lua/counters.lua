@@ -341,6 +341,12 @@ local function define_counters()
       return 1, count, 0, reset, {count, reset}
     end
     local first = redis.call('ZRANGE', key, string.format('(%d', now), '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+    if not first[2] then
+      -- No slot held, and a lease worth less than one (a global cap over
+      -- shards, docs/INFLIGHT.md): asked again when the balancer may have
+      -- moved one here.
+      return 0, count, leaseRetry, reset, {count, reset}
+    end
     return 0, count, math.max(1, tonumber(first[2]) - now), reset, {count, reset}
   end
 

@@ -9,13 +9,16 @@ t, the balancer's target, and g, its goal), and out:<X>, "<to> <d> <time>", a mo
 given and not yet settled, which recovery completes.
 
 KEYS[1]  the lease (<prefix>{<group>}e:<body>)
-KEYS[2]  the rule's log (<prefix>{<group>}:<body>); the pool's is the
-         default group's, empty unless Redis ran one group before
+KEYS[2]  the rule's log (<prefix>{<group>}:<body>), or a cap's slots
+         (<prefix>{<group>}i:<body>); the pool's is the default group's,
+         empty unless Redis ran one group before
 ARGV[1]  X, the move's id
 ARGV[2]  to: the receiving group
 ARGV[3]  the shares asked for; 0 confirms a give of X made before (recovery)
 ARGV[4]  the rule's limit, units
-ARGV[5]  the rule's window, us, the margin included
+ARGV[5]  the rule's window, us, the margin included; 0 for a cap, whose
+         slots not lapsed are what it keeps (docs/INFLIGHT.md, "Across
+         shards")
 
 Reply: the shares given, 0 to ARGV[3]; a move X given and not settled
 replies its own again, giving nothing more, and writes out:X again, so
@@ -42,14 +45,19 @@ end
 
 -- peak: the most members of the log in a window (e - window, e] that ends
 -- now or later; such a window ends at now or at a member ahead of now (a
--- place), where its count can grow.
+-- place), where its count can grow. A cap's: its slots not lapsed.
 local function count(e)
   return redis.call('ZCOUNT', log, '(' .. string.format('%d', e - window), string.format('%d', e))
 end
-local peak = count(now)
-local ahead = redis.call('ZRANGE', log, '(' .. string.format('%d', now), '+inf', 'BYSCORE', 'WITHSCORES')
-for i = 2, #ahead, 2 do
-  peak = math.max(peak, count(tonumber(ahead[i])))
+local peak
+if window == 0 then
+  peak = redis.call('ZCOUNT', log, '(' .. string.format('%d', now), '+inf')
+else
+  peak = count(now)
+  local ahead = redis.call('ZRANGE', log, '(' .. string.format('%d', now), '+inf', 'BYSCORE', 'WITHSCORES')
+  for i = 2, #ahead, 2 do
+    peak = math.max(peak, count(tonumber(ahead[i])))
+  end
 end
 
 local h = redis.call('HMGET', lease, 's', 't')

@@ -11,10 +11,15 @@ local leaseParts = 37800000
 -- a lease asks again: one balancer period (throttle.BalancePeriod).
 local leaseRetry = 100000
 
--- leaseOf is the lease beside a log: its key with 'e' after the hash tag.
-local function leaseOf(log)
-  local tag = string.find(log, '}', 1, true)
-  return string.sub(log, 1, tag) .. 'e' .. string.sub(log, tag + 1)
+-- leaseOf is the lease beside a log or a cap's slots: the key with 'e'
+-- after the hash tag, in place of the slots' 'i'.
+local function leaseOf(key)
+  local tag = string.find(key, '}', 1, true)
+  local rest = string.sub(key, tag + 1)
+  if string.sub(rest, 1, 2) == 'i:' then
+    rest = string.sub(rest, 2)
+  end
+  return string.sub(key, 1, tag) .. 'e' .. rest
 end
 
 -- leaseTerms reads the lease at key of a rule of limit, in one command:

@@ -175,13 +175,16 @@ func (b *Balancer) weights(ctx context.Context, i int) ([]float64, error) {
 	return w, err
 }
 
-// floorUnits is the units each of n groups keeps of a rule of limit,
-// never moved: DefaultBalancerFloor percent of it spread evenly, at least
-// one each when the limit allows, so that a group with no demand admits
-// its first tasks at once.
-func floorUnits(limit int64, n int) int64 {
+// floorUnits is the units each of n groups keeps of rule, never moved:
+// DefaultBalancerFloor percent of its limit spread evenly, at least one
+// each when the limit allows, so that a group with no demand admits its
+// first tasks at once. A cap gets no such unit: a slot pinned to an idle
+// group stands unused however long the others wait (docs/INFLIGHT.md,
+// "Across shards").
+func floorUnits(rule Check, n int) int64 {
+	limit := int64(rule.Policy.Limit)
 	units := limit * DefaultBalancerFloor / 100 / int64(n)
-	if units == 0 && limit >= int64(n) {
+	if units == 0 && limit >= int64(n) && rule.Policy.Algorithm != Concurrency {
 		units = 1
 	}
 	return units
@@ -192,7 +195,7 @@ func floorUnits(limit int64, n int) int64 {
 // nil), the units left by rounding going to the largest remainders.
 func (b *Balancer) targets(parts []float64, rule Check) []int64 {
 	n, limit := len(b.groups), int64(rule.Policy.Limit)
-	floor := floorUnits(limit, n)
+	floor := floorUnits(rule, n)
 	rest := limit - floor*int64(n)
 	units, frac := make([]int64, n), make([]float64, n)
 	left := rest
@@ -227,10 +230,10 @@ func (b *Balancer) targets(parts []float64, rule Check) []int64 {
 // stepDown returns the target of group g, whose lease is above its
 // target want of rule (in shares): a busy giver's steps down from what
 // its log holds by a period's part of a window of its excess; an idle
-// one's, and the pool's, falls to want at once (docs/SCALING.md, "Moving
-// a busy share").
+// one's, the pool's and a cap's fall to want at once (docs/SCALING.md,
+// "Moving a busy share"; a cap frees a slot only when a send ends).
 func (b *Balancer) stepDown(ctx context.Context, leases *Leases, rule Check, g string, lease Lease, want int64) (int64, error) {
-	if g == DefaultGroup {
+	if g == DefaultGroup || rule.Policy.Algorithm == Concurrency {
 		return want, nil
 	}
 	held, err := leases.Held(ctx, rule, g)

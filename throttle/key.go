@@ -134,11 +134,12 @@ func frontierOf(log string) string {
 	return log[:i+1] + "p" + log[i+1:]
 }
 
-// leaseOf returns the lease beside log (lease.go): the log's key with 'e'
-// after its hash tag.
+// leaseOf returns the lease beside log, or beside a cap's slots
+// (lease.go): the key with 'e' after its hash tag, in place of the slots'
+// 'i'.
 func leaseOf(log string) string {
 	i := strings.LastIndex(log, "}")
-	return log[:i+1] + "e" + log[i+1:]
+	return log[:i+1] + "e" + strings.TrimPrefix(log[i+1:], "i")
 }
 
 // beside returns log and the keys beside it that the lines' scripts read:

@@ -63,10 +63,26 @@ func (ls *Leases) keys(c Check, g string) (redisKeys, error) {
 	if err := c.Policy.Validate(); err != nil {
 		return redisKeys{}, err
 	}
-	if c.Policy.Algorithm.String() != SlidingLog.String() {
-		return redisKeys{}, fmt.Errorf("%w: a lease is of a sliding log, not %s", ErrInvalidPolicy, c.Policy.Algorithm)
+	if !leasable(c.Policy.Algorithm) {
+		return redisKeys{}, fmt.Errorf("%w: a lease is of a sliding log or a concurrency cap, not %s", ErrInvalidPolicy, c.Policy.Algorithm)
 	}
 	return ls.l.InGroup(g).redisKey(c.Key)
+}
+
+// leasable reports whether a rule of algorithm a can be leased to shards:
+// a sliding log, whose windows a give keeps, or a concurrency cap, whose
+// slots held it keeps (docs/INFLIGHT.md, "Across shards").
+func leasable(a Algorithm) bool {
+	return a.String() == SlidingLog.String() || a == Concurrency
+}
+
+// leaseHeld returns the key of what rule c holds in k's group, and the
+// window a give keeps it within: its log and window, or a cap's slots and 0.
+func leaseHeld(c Check, k redisKeys) (string, int64) {
+	if c.Policy.Algorithm == Concurrency {
+		return k.slots, 0
+	}
+	return k.window, c.Policy.Window.Microseconds()
 }
 
 // Open puts the whole of rule c in the pool when no lease of it exists
@@ -168,7 +184,8 @@ func (ls *Leases) Held(ctx context.Context, c Check, g string) (int64, error) {
 	k, err := ls.keys(c, g)
 	if err == nil {
 		var n int64
-		n, err = lua.LeaseHeld.Run(ctx, ls.l.rdb, []string{k.window}, c.Policy.Window.Microseconds()).Int64()
+		held, window := leaseHeld(c, k)
+		n, err = lua.LeaseHeld.Run(ctx, ls.l.rdb, []string{held}, window).Int64()
 		if err == nil {
 			return n, nil
 		}
@@ -223,9 +240,9 @@ func (ls *Leases) give(ctx context.Context, c Check, from, to, id string, shares
 	if err != nil {
 		return fail(err)
 	}
+	held, window := leaseHeld(c, k)
 	n, err := ls.l.acknowledged(ctx, k.lease, func(r redis.Scripter) (int64, error) {
-		return lua.LeaseGive.Run(ctx, r, []string{k.lease, k.window}, id, to, shares,
-			c.Policy.Limit, c.Policy.Window.Microseconds()).Int64()
+		return lua.LeaseGive.Run(ctx, r, []string{k.lease, held}, id, to, shares, c.Policy.Limit, window).Int64()
 	})
 	if err != nil {
 		return fail(err)

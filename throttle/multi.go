@@ -27,8 +27,9 @@ type Check struct {
 	Cost int
 
 	// Leased marks a global rule split over the groups of a layout of
-	// shards (docs/SCALING.md): a sliding log whose limit in a group is
-	// what the group's lease of it is worth (Leases). In line, a caller
+	// shards (docs/SCALING.md): a sliding log or a concurrency cap whose
+	// limit in a group is what the group's lease of it is worth (Leases;
+	// a cap's, docs/INFLIGHT.md, "Across shards"). In line, a caller
 	// is placed at most one window ahead in it; one that would be placed
 	// further, or whose lease is worth less than its cost, takes no place
 	// and is told to come back in BalancePeriod.
@@ -203,8 +204,8 @@ func (l *Limiter) resolve(checks []Check) (keys []string, group string, err erro
 		if c.Policy.Algorithm == Concurrency && c.Cost != 1 {
 			return failCheck(c, fmt.Errorf("%w: cost %d: a concurrency cap takes one slot a caller", ErrInvalidCost, c.Cost))
 		}
-		if c.Leased && c.Policy.Algorithm.String() != SlidingLog.String() {
-			return failCheck(c, fmt.Errorf("%w: a leased rule is a sliding log, not %s", ErrInvalidPolicy, c.Policy.Algorithm))
+		if c.Leased && !leasable(c.Policy.Algorithm) {
+			return failCheck(c, fmt.Errorf("%w: a leased rule is a sliding log or a concurrency cap, not %s", ErrInvalidPolicy, c.Policy.Algorithm))
 		}
 		if i == 0 {
 			group = rk.group
