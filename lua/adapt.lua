@@ -10,26 +10,32 @@ limiter holds the rule to floor(l).
         to beta * l, l being the level that failed (f); never under min.
   ok    (a send accepted): at most once a cooldown, and only while the
         rule holds tasks back (its log or its slots are full at
-        floor(l), or its log holds places ahead), l rises by a share of itself, at least 1: `probe`
-        while no level has failed lately, else `step`, and never past
-        `below` under the level that failed, which is forgotten after
-        `forget` cooldowns without a fall.
+        floor(l), or its log holds places ahead), l rises by `probe` of
+        itself, at least 1, and never past `below` under the level that
+        failed, which is forgotten after `forget` cooldowns without a
+        fall: back fast to just under the level that failed, then held
+        there.
 
 KEYS[1]  the rule's state, <prefix>{<group>}a:<body>: a hash {l, d (when
          it last fell, us), u (when it last rose), f (the level that
          failed), g (the level it last rose from)}; it expires a day
          after its last change
-KEYS[2]  the rule's log (a sliding log) or slots (a cap)
+KEYS[2]  the rule's log (a sliding log) or slots (a cap); not read when
+         ARGV[7] is given
 ARGV[1]  'slow' or 'ok'
 ARGV[2]  the ceiling, a whole number
 ARGV[3]  the floor (min), 1 to the ceiling
 ARGV[4]  where l starts when the hash holds none
 ARGV[5]  the cooldown, us
 ARGV[6]  the rule's window (a log) or 0 (a cap's slots)
+ARGV[7]  optional: '1' or '0', whether the rule holds tasks back, as the
+         caller found it where the rule's log or slots are (a global rule
+         over shards, whose state is the pool's: docs/INFLIGHT.md,
+         "Across shards")
 
 Reply: {l as a string, d, u}.
 ]]
-local beta, probe, step, below, forget = 0.9, 0.05, 0.01, 0.02, 30
+local beta, probe, below, forget = 0.9, 0.05, 0.02, 30
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local key, held = KEYS[1], KEYS[2]
@@ -46,6 +52,9 @@ local changed = false
 -- (or its slots) holds that many, or a log holds places ahead of now,
 -- given to tasks that wait.
 local function full()
+  if ARGV[7] then
+    return ARGV[7] == '1'
+  end
   if window > 0 and redis.call('ZCOUNT', held, string.format('(%d', now), '+inf') > 0 then
     return true
   end
@@ -66,7 +75,7 @@ elseif answer == 'ok' and now - d >= cooldown and now - u >= cooldown and l < ce
   if f and now - d >= forget * cooldown then
     f = nil
   end
-  local to = l + math.max(1, (f and step or probe) * l)
+  local to = l + math.max(1, probe * l)
   if f then
     to = math.min(to, f * (1 - below))
   end

@@ -152,27 +152,33 @@ func (s shards) usage(ctx context.Context, w RuleWindow) (RuleUsage, error) {
 		}
 		all[i] = u
 	}
+	inForce := 0
+	if w.Min > 0 {
+		// The first group keeps the state: the tenant's, or for a global
+		// rule the pool's, which every shard is held to.
+		a, err := s.limiter(groups[0]).LimitInForce(ctx, c, w.Min)
+		if err != nil {
+			return RuleUsage{}, fmt.Errorf("usage of %s rule %s: %w", w.TaskType, w.Rule, err)
+		}
+		inForce = max(w.Min, a.InForce())
+	}
 	if len(all) == 1 {
 		u := all[0]
-		ru := RuleUsage{RuleWindow: w, Used: u.Used, InLine: u.InLine, Remaining: u.Remaining,
-			NextFree: u.RetryAfter, EmptyIn: u.ResetAfter}
-		if w.Min > 0 {
-			a, err := s.limiter(groups[0]).LimitInForce(ctx, c, w.Min)
-			if err != nil {
-				return RuleUsage{}, fmt.Errorf("usage of %s rule %s: %w", w.TaskType, w.Rule, err)
-			}
-			ru.InForce = max(w.Min, a.InForce())
-		}
-		return ru, nil
+		return RuleUsage{RuleWindow: w, Used: u.Used, InLine: u.InLine, Remaining: u.Remaining,
+			NextFree: u.RetryAfter, EmptyIn: u.ResetAfter, InForce: inForce}, nil
 	}
-	ru, soon := RuleUsage{RuleWindow: w}, 0
+	ru, soon := RuleUsage{RuleWindow: w, InForce: inForce}, 0
 	for _, u := range all {
 		ru.Used += u.Used
 		ru.InLine += u.InLine
 		soon += u.InLineSoon
 		ru.EmptyIn = max(ru.EmptyIn, u.ResetAfter)
 	}
-	ru.Remaining = max(0, w.Limit-ru.Used-soon)
+	limit := w.Limit
+	if inForce > 0 {
+		limit = inForce
+	}
+	ru.Remaining = max(0, limit-ru.Used-soon)
 	if ru.Remaining == 0 {
 		ru.NextFree = ru.EmptyIn
 	}

@@ -83,8 +83,23 @@ func (l *Limiter) adaptiveKeys(c Check, floor int) (state, held string, err erro
 
 // Adapt reports a provider's answer to a send held to check c, an
 // adaptive rule whose ceiling is c.Policy.Limit and floor `floor`, and
-// returns the rule's state after it. Safe for concurrent use.
+// returns the rule's state after it. An accepted send raises the limit
+// only while the rule holds tasks back, as its log or slots in l's group
+// say. Safe for concurrent use.
 func (l *Limiter) Adapt(ctx context.Context, c Check, floor int, answer Answer) (Adaptive, error) {
+	return l.adapt(ctx, c, floor, answer)
+}
+
+// AdaptHeldBack is Adapt for a rule whose log or slots are elsewhere (a
+// global rule over shards, its state in l's group, the pool's): the
+// caller says whether it holds tasks back (Leases.HeldBack).
+func (l *Limiter) AdaptHeldBack(ctx context.Context, c Check, floor int, answer Answer, heldBack bool) (Adaptive, error) {
+	return l.adapt(ctx, c, floor, answer, b2i(heldBack))
+}
+
+// adapt runs adapt.lua for Adapt and AdaptHeldBack, given its last
+// argument or none.
+func (l *Limiter) adapt(ctx context.Context, c Check, floor int, answer Answer, heldBack ...any) (Adaptive, error) {
 	state, held, err := l.adaptiveKeys(c, floor)
 	if err != nil {
 		return Adaptive{}, fmt.Errorf("throttle: adapt %s: %w", Quote(c.Key), err)
@@ -96,8 +111,9 @@ func (l *Limiter) Adapt(ctx context.Context, c Check, floor int, answer Answer) 
 	if c.Policy.Algorithm != Concurrency {
 		window = c.Policy.Window.Microseconds()
 	}
-	reply, err := lua.Adapt.Run(ctx, l.rdb, []string{state, held}, string(answer), c.Policy.Limit, floor,
-		strconv.FormatFloat(AdaptiveStart(c.Policy.Limit, floor), 'g', -1, 64), Cooldown(c).Microseconds(), window).StringSlice()
+	args := append([]any{string(answer), c.Policy.Limit, floor,
+		strconv.FormatFloat(AdaptiveStart(c.Policy.Limit, floor), 'g', -1, 64), Cooldown(c).Microseconds(), window}, heldBack...)
+	reply, err := lua.Adapt.Run(ctx, l.rdb, []string{state, held}, args...).StringSlice()
 	if err != nil {
 		return Adaptive{}, fmt.Errorf("throttle: adapt %s: %w", Quote(c.Key), err)
 	}

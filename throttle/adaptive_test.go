@@ -118,3 +118,47 @@ func fillLog(t *testing.T, l *throttle.Limiter, c throttle.Check, n int) {
 		}
 	}
 }
+
+// TestAdaptAcrossShards: a global adaptive rule of ceiling 40 leased to a
+// shard keeps its state in the pool; the shard's log holds what the lease
+// is worth there (5 of the limit in force, 10), so Leases.HeldBack says
+// the rule holds tasks back, and an accepted send told so raises the
+// pool's limit, where told otherwise it does not. The pool's own log,
+// empty, is not read.
+func TestAdaptAcrossShards(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		c := throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 40, Window: time.Minute}, Cost: 1, Leased: true}
+		leases := l.Leases()
+		if _, err := leases.Open(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leases.Move(ctx, c, throttle.DefaultGroup, "sms.0", throttle.LeaseParts/2); err != nil {
+			t.Fatal(err)
+		}
+		inForce := c
+		inForce.Policy.Limit = 10 // where the state starts: a quarter of 40
+		shard := l.InGroup("sms.0")
+		for i := range 4 {
+			if md, err := shard.AllowInLine(ctx, strconv.Itoa(i), []throttle.Check{inForce}); err != nil || !md.Allowed {
+				t.Fatalf("admission %d under a lease worth 5 of 10: %v, %v", i, md.Allowed, err)
+			}
+		}
+		if held, err := leases.HeldBack(ctx, inForce, "sms.0"); err != nil || held {
+			t.Fatalf("4 of 5 held: held back %v, %v; want not", held, err)
+		}
+		fillLog(t, shard, inForce, 1)
+		held, err := leases.HeldBack(ctx, inForce, "sms.0")
+		if err != nil || !held {
+			t.Fatalf("5 of 5 held: held back %v, %v; want held back", held, err)
+		}
+		c.Leased = false
+		if s, err := l.AdaptHeldBack(ctx, c, 4, throttle.Accepted, false); err != nil || s.Limit != 10 {
+			t.Errorf("an accepted send, not held back: %v, %v; want 10 still", s.Limit, err)
+		}
+		if s, err := l.AdaptHeldBack(ctx, c, 4, throttle.Accepted, held); err != nil || s.Limit != 11 {
+			t.Errorf("an accepted send, held back in the shard: %v, %v; want 11 (10 + 1)", s.Limit, err)
+		}
+	})
+}

@@ -49,6 +49,19 @@ type Balancer struct {
 	lines  []*Lines   // each group's lines, when demand is nil
 	opened bool       // the pools of rules are open
 	owed   []bool     // by group: a wake not sent yet, for a share that rose
+	limits LimitFunc  // the limits in force of adaptive rules; nil: none adapts
+}
+
+// A LimitFunc returns rule held to its limit in force: an adaptive rule's
+// check with the limit the workers hold it to now, below its ceiling.
+type LimitFunc func(ctx context.Context, rule Check) Check
+
+// HoldTo makes b move the shares of each rule as f says its limit is now,
+// so that a give keeps every window within the limit the groups are held
+// to (docs/INFLIGHT.md, "Across shards"). It returns b.
+func (b *Balancer) HoldTo(f LimitFunc) *Balancer {
+	b.limits = f
+	return b
 }
 
 // NewBalancer returns the Balancer of class's leased rules over groups,
@@ -86,6 +99,9 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 	var targets [][]int64
 	var moveErr error
 	for _, rule := range b.rules {
+		if b.limits != nil {
+			rule = b.limits(ctx, rule)
+		}
 		if !b.opened {
 			if _, moveErr = leases.Open(ctx, rule); moveErr != nil {
 				break

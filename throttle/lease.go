@@ -177,6 +177,33 @@ func (ls *Leases) SetGoal(ctx context.Context, c Check, g string, goal int64) er
 	return nil
 }
 
+// Worth is what the lease is worth of a rule of limit, in units:
+// floor(min(Share, Target) * limit / LeaseParts), as the scripts hold the
+// group to it (lua/lease_worth.lua).
+func (l Lease) Worth(limit int) int64 {
+	share := l.Share
+	if l.Target >= 0 {
+		share = min(share, l.Target)
+	}
+	return share * int64(limit) / LeaseParts
+}
+
+// HeldBack reports whether rule c holds tasks back in group g: what its
+// log holds in the window and ahead (or its slots) is at least what g's
+// lease is worth at c's limit. An adaptive rule over shards rises only
+// then (docs/INFLIGHT.md, "Across shards").
+func (ls *Leases) HeldBack(ctx context.Context, c Check, g string) (bool, error) {
+	held, err := ls.Held(ctx, c, g)
+	if err != nil {
+		return false, err
+	}
+	lease, err := ls.Read(ctx, c, g)
+	if err != nil {
+		return false, err
+	}
+	return held >= lease.Worth(c.Policy.Limit), nil
+}
+
 // Held returns the units group g's log of rule c holds in the window
 // that ends now, and ahead: its admissions of the last window and its
 // places in line (lua/lease_held.lua).

@@ -38,6 +38,15 @@ func (f *inFlight) end() {
 	f.mu.Unlock()
 }
 
+// failed reports err to t unless ctx has ended (the run is over), and
+// whether there was one.
+func failed(ctx context.Context, t *testing.T, err error) bool {
+	if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Error(err)
+	}
+	return err != nil
+}
+
 // leaseCap opens the leases of a global cap of n, leased, and gives each
 // group of groups an even part of it; it returns the cap's check.
 func leaseCap(ctx context.Context, t *testing.T, l *throttle.Limiter, n int, groups []string) throttle.Check {
@@ -98,10 +107,7 @@ func TestSlotsLeasedFirstCome(t *testing.T) {
 					for i := 0; ctx.Err() == nil; i++ {
 						id := fmt.Sprintf("%d-%d-%d", gi, w, i)
 						md, err := shard.AllowInLine(ctx, id, []throttle.Check{c})
-						if err != nil {
-							if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-								t.Error(err)
-							}
+						if failed(ctx, t, err) {
 							return
 						}
 						if !md.Allowed {
@@ -187,73 +193,11 @@ func TestLinesLeasedCap(t *testing.T) {
 		defer cancel()
 		groups := []string{"email.0", "email.1"}
 		c := leaseCap(ctx, t, l, 4, groups)
-		checks := []throttle.LineCheck{{Check: c, Shared: true}}
 		var f inFlight
 		var wg sync.WaitGroup
 		wg.Go(func() { shiftSlots(ctx, t, l, c, groups, "email") })
 		for _, g := range groups {
-			lines := l.InGroup(g).Lines(throttle.LinesConfig{})
-			arrival := func(id string) throttle.Arrival {
-				return throttle.Arrival{Class: "email", Tenant: fmt.Sprintf("t%d", len(id)%3), Queue: "q", ID: id, Checks: checks}
-			}
-			var send func(turn throttle.Turn, id string)
-			send = func(turn throttle.Turn, id string) {
-				for _, gr := range turn.Granted {
-					claim, err := lines.Arrive(ctx, arrival(gr.ID))
-					if err != nil {
-						if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-							t.Error(err)
-						}
-						return
-					}
-					wg.Go(func() { send(claim, gr.ID) })
-				}
-				if turn.Outcome != throttle.Admitted && turn.Outcome != throttle.Placed {
-					return
-				}
-				f.start()
-				time.Sleep(10 * time.Millisecond)
-				f.end()
-				if _, err := lines.Release(context.Background(), "email", id, []throttle.Check{c}); err != nil {
-					t.Error(err)
-					return
-				}
-				next, err := lines.Dispatch(ctx)
-				if err != nil {
-					if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-						t.Error(err)
-					}
-					return
-				}
-				send(throttle.Turn{Granted: next.Granted}, "")
-			}
-			wg.Go(func() {
-				for i := 0; ctx.Err() == nil; i++ {
-					id := fmt.Sprintf("%s-%d", g, i)
-					turn, err := lines.Arrive(ctx, arrival(id))
-					if err != nil {
-						if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-							t.Error(err)
-						}
-						return
-					}
-					wg.Go(func() { send(turn, id) })
-					time.Sleep(5 * time.Millisecond)
-				}
-			})
-			wg.Go(func() { // a dispatch loop, for the slots the shifts bring
-				for ctx.Err() == nil {
-					turn, err := lines.Dispatch(ctx)
-					if err != nil {
-						if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-							t.Error(err)
-						}
-						return
-					}
-					wg.Go(func() { send(throttle.Turn{Granted: turn.Granted}, "") })
-					time.Sleep(20 * time.Millisecond)
-				}
-			})
+			capLoad(ctx, t, &wg, l.InGroup(g).Lines(throttle.LinesConfig{}), g, c, &f)
 		}
 		wg.Wait()
 		if f.most > 4 || f.most < 3 || f.sends < 60 {
@@ -276,104 +220,183 @@ func TestBalancerMovesSlots(t *testing.T) {
 		ctx := context.Background()
 		c := capOf("rule/email/relay", 4, 5*time.Second)
 		c.Leased = true
-		checks := []throttle.LineCheck{{Check: c, Shared: true}}
 		groups := []string{"email.0", "email.1", "email.2"}
 		b, err := l.NewBalancer("email", groups, []throttle.Check{c}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		slots := func(g int) []int64 { // each group's slots: its lease's worth, and held
-			lease, err := l.Leases().Read(ctx, c, groups[g])
-			if err != nil {
-				t.Fatal(err)
-			}
-			key, err := l.InGroup(groups[g]).RedisKeyFor(c.Key, throttle.Concurrency)
-			if err != nil {
-				t.Fatal(err)
-			}
-			held := rdb.ZCount(ctx, key, fmt.Sprint(time.Now().UnixMicro()), "+inf").Val()
-			share := lease.Share
-			if lease.Target >= 0 {
-				share = min(share, lease.Target)
-			}
-			return []int64{share * 4 / throttle.LeaseParts, held}
-		}
+		s := &slotShards{t: t, rdb: rdb, l: l, b: b, c: c, groups: groups, granted: map[int][]string{}}
 		if _, err := b.Step(ctx); err != nil {
 			t.Fatal(err)
 		}
 		var even []int64
 		for g := range groups {
-			even = append(even, slots(g)[0])
+			even = append(even, s.slots(g)[0])
 		}
 		if fmt.Sprint(even) != "[2 1 1]" && fmt.Sprint(even) != "[1 2 1]" && fmt.Sprint(even) != "[1 1 2]" {
 			t.Errorf("nothing waiting, the groups' slots are %v, want 2, 1 and 1 in some order", even)
 		}
 
-		granted := map[int][]string{} // by group, the tasks holding a slot
-		take := func(g int, turn throttle.Turn, id string) {
-			if turn.Outcome == throttle.Admitted || turn.Outcome == throttle.Placed {
-				granted[g] = append(granted[g], id)
-			}
-			lines := l.InGroup(groups[g]).Lines(throttle.LinesConfig{})
-			for _, gr := range turn.Granted {
-				claim, err := lines.Arrive(ctx, throttle.Arrival{Class: "email", Tenant: "t" + fmt.Sprint(g), Queue: "q", ID: gr.ID, Checks: checks})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if claim.Outcome == throttle.Admitted {
-					granted[g] = append(granted[g], gr.ID)
-				}
-			}
-		}
-		arrive := func(g, n int) {
-			lines := l.InGroup(groups[g]).Lines(throttle.LinesConfig{})
-			for i := range n {
-				id := fmt.Sprintf("%d-%d", g, i)
-				turn, err := lines.Arrive(ctx, throttle.Arrival{Class: "email", Tenant: "t" + fmt.Sprint(g), Queue: "q", ID: id, Checks: checks})
-				if err != nil {
-					t.Fatal(err)
-				}
-				take(g, turn, id)
-			}
-		}
-		serve := func() { // a balancer step, then each group's dispatch
-			if _, err := b.Step(ctx); err != nil {
-				t.Fatal(err)
-			}
-			for g := range groups {
-				turn, err := l.InGroup(groups[g]).Lines(throttle.LinesConfig{}).Dispatch(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				take(g, throttle.Turn{Granted: turn.Granted}, "")
-			}
-		}
-
-		arrive(0, 6)
+		s.arrive(0, 6)
 		for range 5 {
-			serve()
+			s.serve()
 		}
-		if got := slots(0); got[0] != 4 || got[1] != 4 || len(granted[0]) != 4 {
-			t.Fatalf("tasks waiting in email.0 alone: it is worth %d slots and holds %d, %d tasks granted; want all 4", got[0], got[1], len(granted[0]))
+		if got := s.slots(0); got[0] != 4 || got[1] != 4 || len(s.granted[0]) != 4 {
+			t.Fatalf("tasks waiting in email.0 alone: it is worth %d slots and holds %d, %d tasks granted; want all 4", got[0], got[1], len(s.granted[0]))
 		}
 
-		arrive(1, 2)
-		serve()
-		if got := slots(0); got[1] != 4 || len(granted[1]) != 0 {
-			t.Fatalf("tasks waiting in both: email.0 holds %d slots, email.1's tasks granted %d; want 4 kept, and none yet", got[1], len(granted[1]))
+		s.arrive(1, 2)
+		s.serve()
+		if got := s.slots(0); got[1] != 4 || len(s.granted[1]) != 0 {
+			t.Fatalf("tasks waiting in both: email.0 holds %d slots, email.1's tasks granted %d; want 4 kept, and none yet", got[1], len(s.granted[1]))
 		}
 		lines0 := l.InGroup(groups[0]).Lines(throttle.LinesConfig{})
-		for _, id := range granted[0][:2] {
+		for _, id := range s.granted[0][:2] {
 			if _, err := lines0.Release(ctx, "email", id, []throttle.Check{c}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		granted[0] = granted[0][2:]
+		s.granted[0] = s.granted[0][2:]
 		for range 3 {
-			serve()
+			s.serve()
 		}
-		if got0, got1 := slots(0), slots(1); got0[1] != 2 || got1[1] != 2 || len(granted[1]) != 2 || len(granted[0]) != 2 {
-			t.Errorf("email.0 released 2: it holds %d slots (%d granted), email.1 %d (%d granted); want 2 and 2", got0[1], len(granted[0]), got1[1], len(granted[1]))
+		if got0, got1 := s.slots(0), s.slots(1); got0[1] != 2 || got1[1] != 2 || len(s.granted[1]) != 2 || len(s.granted[0]) != 2 {
+			t.Errorf("email.0 released 2: it holds %d slots (%d granted), email.1 %d (%d granted); want 2 and 2", got0[1], len(s.granted[0]), got1[1], len(s.granted[1]))
+		}
+	})
+}
+
+// slotShards drives the lines of groups in front of a leased cap c, one
+// call at a time, with balancer b.
+type slotShards struct {
+	t       *testing.T
+	rdb     redis.UniversalClient
+	l       *throttle.Limiter
+	b       *throttle.Balancer
+	c       throttle.Check
+	groups  []string
+	granted map[int][]string // by group, the tasks holding a slot
+}
+
+// slots returns group g's slots: what its lease is worth, and held.
+func (s *slotShards) slots(g int) []int64 {
+	ctx := context.Background()
+	lease, err := s.l.Leases().Read(ctx, s.c, s.groups[g])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	key, err := s.l.InGroup(s.groups[g]).RedisKeyFor(s.c.Key, throttle.Concurrency)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	held := s.rdb.ZCount(ctx, key, fmt.Sprint(time.Now().UnixMicro()), "+inf").Val()
+	return []int64{lease.Worth(s.c.Policy.Limit), held}
+}
+
+// arrival is task id's arrival in group g, of tenant t<g>.
+func (s *slotShards) arrival(g int, id string) throttle.Arrival {
+	return throttle.Arrival{Class: "email", Tenant: "t" + fmt.Sprint(g), Queue: "q", ID: id,
+		Checks: []throttle.LineCheck{{Check: s.c, Shared: true}}}
+}
+
+// take records turn's task (id) when admitted, and claims its grants.
+func (s *slotShards) take(g int, turn throttle.Turn, id string) {
+	if turn.Outcome == throttle.Admitted || turn.Outcome == throttle.Placed {
+		s.granted[g] = append(s.granted[g], id)
+	}
+	lines := s.l.InGroup(s.groups[g]).Lines(throttle.LinesConfig{})
+	for _, gr := range turn.Granted {
+		claim, err := lines.Arrive(context.Background(), s.arrival(g, gr.ID))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if claim.Outcome == throttle.Admitted {
+			s.granted[g] = append(s.granted[g], gr.ID)
+		}
+	}
+}
+
+// arrive brings n tasks to group g.
+func (s *slotShards) arrive(g, n int) {
+	lines := s.l.InGroup(s.groups[g]).Lines(throttle.LinesConfig{})
+	for i := range n {
+		id := fmt.Sprintf("%d-%d", g, i)
+		turn, err := lines.Arrive(context.Background(), s.arrival(g, id))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.take(g, turn, id)
+	}
+}
+
+// serve steps the balancer, then dispatches each group's lines.
+func (s *slotShards) serve() {
+	ctx := context.Background()
+	if _, err := s.b.Step(ctx); err != nil {
+		s.t.Fatal(err)
+	}
+	for g := range s.groups {
+		turn, err := s.l.InGroup(s.groups[g]).Lines(throttle.LinesConfig{}).Dispatch(ctx)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.take(g, throttle.Turn{Granted: turn.Granted}, "")
+	}
+}
+
+// capLoad drives group g's lines through cap c until ctx ends: a task
+// arrives every 5 ms, each admitted or granted one is sent for 10 ms,
+// counted in f, and released through the lines, which give the freed
+// slot; a dispatch loop gives the slots the shifts bring.
+func capLoad(ctx context.Context, t *testing.T, wg *sync.WaitGroup, lines *throttle.Lines, g string, c throttle.Check, f *inFlight) {
+	checks := []throttle.LineCheck{{Check: c, Shared: true}}
+	arrival := func(id string) throttle.Arrival {
+		return throttle.Arrival{Class: "email", Tenant: fmt.Sprintf("t%d", len(id)%3), Queue: "q", ID: id, Checks: checks}
+	}
+	var send func(turn throttle.Turn, id string)
+	send = func(turn throttle.Turn, id string) {
+		for _, gr := range turn.Granted {
+			claim, err := lines.Arrive(ctx, arrival(gr.ID))
+			if failed(ctx, t, err) {
+				return
+			}
+			wg.Go(func() { send(claim, gr.ID) })
+		}
+		if turn.Outcome != throttle.Admitted && turn.Outcome != throttle.Placed {
+			return
+		}
+		f.start()
+		time.Sleep(10 * time.Millisecond)
+		f.end()
+		if _, err := lines.Release(context.Background(), "email", id, []throttle.Check{c}); err != nil {
+			t.Error(err)
+			return
+		}
+		next, err := lines.Dispatch(ctx)
+		if failed(ctx, t, err) {
+			return
+		}
+		send(throttle.Turn{Granted: next.Granted}, "")
+	}
+	wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			id := fmt.Sprintf("%s-%d", g, i)
+			turn, err := lines.Arrive(ctx, arrival(id))
+			if failed(ctx, t, err) {
+				return
+			}
+			wg.Go(func() { send(turn, id) })
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	wg.Go(func() { // a dispatch loop, for the slots the shifts bring
+		for ctx.Err() == nil {
+			turn, err := lines.Dispatch(ctx)
+			if failed(ctx, t, err) {
+				return
+			}
+			wg.Go(func() { send(throttle.Turn{Granted: turn.Granted}, "") })
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 }

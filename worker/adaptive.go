@@ -33,6 +33,7 @@ type adaptiveEntry struct {
 // inForce returns rules with each adaptive rule's check held to its limit
 // in force instead of its ceiling; rules itself when none adapts. A limit
 // that cannot be read is the last one read, else where it starts.
+// limiter is the one of the task's group.
 func (t *Throttle) inForce(ctx context.Context, limiter *throttle.Limiter, rules []policies.Applied) []policies.Applied {
 	var out []policies.Applied
 	for i, a := range rules {
@@ -42,13 +43,31 @@ func (t *Throttle) inForce(ctx context.Context, limiter *throttle.Limiter, rules
 		if out == nil {
 			out = append([]policies.Applied(nil), rules...)
 		}
-		s := t.adaptive.get(ctx, t, limiter, a)
-		out[i].Check.Policy.Limit = min(a.Check.Policy.Limit, max(a.Min, s.InForce()))
+		out[i].Check = t.limitInForce(ctx, t.stateOf(limiter, a), a)
 	}
 	if out == nil {
 		return rules
 	}
 	return out
+}
+
+// limitInForce is adaptive rule a's check held to its limit in force, as
+// limiter's group keeps it.
+func (t *Throttle) limitInForce(ctx context.Context, limiter *throttle.Limiter, a policies.Applied) throttle.Check {
+	c := a.Check
+	c.Policy.Limit = min(c.Policy.Limit, max(a.Min, t.adaptive.get(ctx, t, limiter, a).InForce()))
+	return c
+}
+
+// stateOf is the limiter whose group keeps adaptive rule a's state, for a
+// task of limiter's group: the pool's for a global rule over shards, so
+// that every shard is held to one limit in force (docs/INFLIGHT.md,
+// "Across shards"); else the task's.
+func (t *Throttle) stateOf(limiter *throttle.Limiter, a policies.Applied) *throttle.Limiter {
+	if a.Shared && t.leased() {
+		return t.limiter
+	}
+	return limiter
 }
 
 // get returns the state of a's rule, read again when older than
@@ -97,10 +116,11 @@ func (al *adaptiveLimits) set(t *Throttle, a policies.Applied, s throttle.Adapti
 }
 
 // adapt reports to each adaptive rule of rules (at their ceilings) what
-// the provider answered a send, err: a 429 or 503 (or, for a cap, a
-// timeout) lowers its limit in force; an accepted send may raise it,
-// asked at most once a cooldown from this worker.
-func (t *Throttle) adapt(limiter *throttle.Limiter, rules []policies.Applied, err error) {
+// the provider answered a send of taskType for tenant, err: a 429 or 503
+// (or, for a cap, a timeout) lowers its limit in force; an accepted send
+// may raise it, asked at most once a cooldown from this worker. limiter
+// is the one of the task's group.
+func (t *Throttle) adapt(limiter *throttle.Limiter, taskType, tenant string, rules []policies.Applied, err error) {
 	for _, a := range rules {
 		if a.Min == 0 || a.Shadow {
 			continue
@@ -114,7 +134,7 @@ func (t *Throttle) adapt(limiter *throttle.Limiter, rules []policies.Applied, er
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
-		s, aerr := limiter.Adapt(ctx, a.Check, a.Min, answer)
+		s, aerr := t.report(ctx, limiter, t.layout.Group(taskType, tenant), a, answer)
 		cancel()
 		if aerr != nil {
 			t.logger.Debug("could not report a provider's answer to an adaptive rule", "rule", a.Rule, "err", aerr)
@@ -122,6 +142,24 @@ func (t *Throttle) adapt(limiter *throttle.Limiter, rules []policies.Applied, er
 		}
 		t.adaptive.set(t, a, s, answer == throttle.Accepted)
 	}
+}
+
+// report runs Adapt for a send of limiter's group, group: for a global
+// rule over shards, in the pool, told whether the rule holds tasks back
+// in the send's shard.
+func (t *Throttle) report(ctx context.Context, limiter *throttle.Limiter, group string, a policies.Applied, answer throttle.Answer) (throttle.Adaptive, error) {
+	pool := t.stateOf(limiter, a)
+	if pool == limiter {
+		return limiter.Adapt(ctx, a.Check, a.Min, answer)
+	}
+	heldBack := false
+	if answer == throttle.Accepted {
+		var err error
+		if heldBack, err = t.limiter.Leases().HeldBack(ctx, t.limitInForce(ctx, pool, a), group); err != nil {
+			return throttle.Adaptive{}, err
+		}
+	}
+	return pool.AdaptHeldBack(ctx, a.Check, a.Min, answer, heldBack)
 }
 
 // mayRise reports whether an accepted send may raise the rule of key: a

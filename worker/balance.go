@@ -61,9 +61,13 @@ func (t *Throttle) balancers(p *policies.Policies) []*throttle.Balancer {
 	var out []*throttle.Balancer
 	for _, typ := range p.TaskTypes() {
 		var rules []throttle.Check
+		adaptive := map[string]policies.Applied{} // by key
 		for _, ap := range p.For(typ, "") {
 			if ap.Shared && !ap.Shadow {
 				rules = append(rules, ap.Check)
+				if ap.Min > 0 {
+					adaptive[ap.Check.Key] = ap
+				}
 			}
 		}
 		if len(rules) == 0 {
@@ -77,6 +81,14 @@ func (t *Throttle) balancers(p *policies.Policies) []*throttle.Balancer {
 		if err != nil {
 			t.logger.Error("cannot balance the global rules of a task type: its shards keep the shares they have", "type", typ, "err", err)
 			continue
+		}
+		if len(adaptive) > 0 {
+			b.HoldTo(func(ctx context.Context, c throttle.Check) throttle.Check {
+				if ap, ok := adaptive[c.Key]; ok {
+					return t.limitInForce(ctx, t.limiter, ap)
+				}
+				return c
+			})
 		}
 		out = append(out, b)
 	}

@@ -34,20 +34,16 @@ func shardLayout(cfg *ThrottleConfig, policyFile *policies.File) (layout.Layout,
 // leasable refuses policies that a layout of more than one shard cannot
 // keep exact: an enforced global rule is leased to the shards, and only a
 // sliding log's shares and a cap's slots can move (docs/SCALING.md,
-// docs/INFLIGHT.md "Across shards"); an adaptive rule's limit is not
-// shared by the shards yet.
+// docs/INFLIGHT.md "Across shards").
 func leasable(p *policies.Policies) error {
 	for _, typ := range p.TaskTypes() {
 		for _, r := range p.Rules(typ) {
 			if r.Scope != policies.ScopeGlobal || r.Shadow {
 				continue
 			}
-			switch {
-			case r.Policy.Algorithm != throttle.Concurrency && r.Policy.Algorithm.String() != throttle.SlidingLog.String():
+			if r.Policy.Algorithm != throttle.Concurrency && r.Policy.Algorithm.String() != throttle.SlidingLog.String() {
 				return fmt.Errorf("%s rule %s: a global rule over more than one shard must be a sliding log (algorithm: %s) or a concurrency cap, not %s: only their shares can move between shards (docs/SCALING.md)",
 					typ, r.Name, throttle.SlidingLog, r.Policy.Algorithm)
-			case r.Adaptive:
-				return fmt.Errorf("%s rule %s: a global adaptive rule is not split over shards yet: use one shard, or scope: tenant (docs/INFLIGHT.md)", typ, r.Name)
 			}
 		}
 	}

@@ -178,11 +178,25 @@ func TestAllLines(t *testing.T) {
 }
 
 // TestShardsNeedLeasableRules: a global rule over more than one shard
-// must be a sliding log; a worker refuses policies with another at start,
-// and a reload to them keeps the policies in force.
+// must be a sliding log or a concurrency cap, adaptive or not; a worker
+// refuses policies with another at start, and a reload to them keeps the
+// policies in force.
 func TestShardsNeedLeasableRules(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
+	leasable, err := policies.Parse(t.Name(), []byte(`
+tasks:
+  sms:send:
+    - { name: provider, scope: global, limit: 200, window: 1s, adaptive: true }
+    - { name: relay, scope: global, concurrency: 4, adaptive: true }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := worker.NewServer(rdb, worker.Config{ThrottleConfig: worker.ThrottleConfig{Shards: 2}, Policies: policies.Static(leasable),
+		SMS: provider.LogProvider{}, Email: provider.LogProvider{}}); err != nil {
+		t.Errorf("NewServer with a global adaptive rate and cap over 2 shards: %v", err)
+	}
 	gcra := strings.Replace(shardedPolicies, "window: 1s\n    - name: tenant", "window: 1s\n      algorithm: gcra\n    - name: tenant", 1)
 	p, err := policies.Parse(t.Name(), []byte(gcra))
 	if err != nil {

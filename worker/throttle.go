@@ -213,7 +213,7 @@ func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 		slots := t.slotsOf(ctx, task, tenant, rules)
 		err := runHandler(ctx, next, task)
 		slots.release()
-		t.adapt(limiter, ceilings, err)
+		t.adapt(limiter, task.Type(), tenant, ceilings, err)
 		var te *provider.ThrottledError
 		if errors.As(err, &te) && te.FromProvider {
 			if te.RetryAfter > t.holdCap {
