@@ -429,13 +429,14 @@ func checkAdaptiveRun(t *testing.T, sink *rateSink, procs []*workerProc) {
 // acme (weight 3) and globex (1) send 120 and 60 SMS through a global
 // 30 a second and a cap of 3, to a provider that takes 100 ms and
 // answers 429 past 3 open. The provider never sees more than 3 open nor
-// more than 30 in a second, and while both wait acme gets about 3 in 4.
-func TestRateAndCapThroughCLIs(t *testing.T) {
-	t.Parallel()
-	url, rdb := redistest.URL(t), redistest.Client(t)
+// more than 30 in a second, and while both wait acme gets about 3 in 4
+// (2 in 3 over shards, where the cap's slots are whole).
+func TestRateAndCapThroughCLIs(t *testing.T) { everywhere(t, rateAndCapThrough) }
+
+// rateAndCapThrough is TestRateAndCapThroughCLIs in b.
+func rateAndCapThrough(t *testing.T, b backend) {
 	enqueueBin := buildCLIs(t)
 	sink := newCapSink(t, 3, 100*time.Millisecond)
-	queue, prefix := redistest.Queue(t, rdb), redistest.Prefix(t)
 	policies := writePolicies(t, `
 weights: { acme: 3 }
 tasks:
@@ -445,12 +446,13 @@ tasks:
 `)
 	// Interleaved, so that neither flow runs dry in the lines while the
 	// other's tasks arrive.
+	b.layOut(t, policies)
 	for i := range 4 {
-		enqueueSMS(t, enqueueBin, url, queue, "acme", fmt.Sprintf("acme-%d", i), 30, "--prefix", prefix)
-		enqueueSMS(t, enqueueBin, url, queue, "globex", fmt.Sprintf("globex-%d", i), 15, "--prefix", prefix)
+		b.enqueueSMS(t, enqueueBin, "acme", fmt.Sprintf("acme-%d", i), 30)
+		b.enqueueSMS(t, enqueueBin, "globex", fmt.Sprintf("globex-%d", i), 15)
 	}
-	procs := startWorkers(t, 2, "--redis", url, "--policies", policies, "--sms-webhook", sink.srv.URL,
-		"--queues", queue+"=1", "--prefix", prefix, "--concurrency", "10", "--log-level", "warn")
+	procs := startWorkers(t, 2, append(b.workerArgs(), "--policies", policies, "--sms-webhook", sink.srv.URL,
+		"--concurrency", "10", "--log-level", "warn")...)
 	waitFor(t, 60*time.Second, "every SMS at the provider", sink.notified, func() bool { return len(sink.receipts()) >= 180 })
 	stopWorkers(t, procs...)
 
@@ -480,12 +482,19 @@ tasks:
 			acme++
 		}
 	}
-	if share := float64(acme) / 80; share < 0.65 || share > 0.85 {
+	// acme's share while both wait: 3 in 4 by the weights; over shards
+	// (acme and globex in two), the cap's 3 slots are leased whole, 2 and
+	// 1 (docs/INFLIGHT.md, "Across shards"): 2 in 3.
+	want := 0.75
+	if b.shards > 1 {
+		want = 2.0 / 3
+	}
+	if share := float64(acme) / 80; share < want-0.1 || share > want+0.1 {
 		var order []byte
 		for _, r := range rs {
 			order = append(order, r.Tenant[0])
 		}
-		t.Errorf("sends 61 to 140: acme %d of 80 (%.2f), want about 3 in 4 (0.65 to 0.85); the sends' tenants in order: %s", acme, share, order)
+		t.Errorf("sends 61 to 140: acme %d of 80 (%.2f), want %.2f ± 0.1; the sends' tenants in order: %s", acme, share, want, order)
 	}
 	t.Logf("%d sends, peak %d open, at most %d in a second; sends 61 to 140: acme %d of 80",
 		len(rs), peak, arrivals.MaxInWindow(at, time.Second), acme)
