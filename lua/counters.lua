@@ -14,7 +14,8 @@ whatever its limit, beside the exact sliding-window log of decide.lua:
                     `window` is the lease (docs/INFLIGHT.md)
 
 This chunk defines two local functions and no global; decide.lua, peek.lua
-and the lines' scripts include it, and their checks call them. They are set by a call of
+and the lines' scripts include it, after lease_worth.lua (a cap under a
+lease worth no slot answers its leaseRetry), and their checks call them. They are set by a call of
 define_counters(), which decide.lua makes only when a check needs them: a
 call of the script creates the closures of the functions it defines, and
 the sliding log alone should not pay for them:

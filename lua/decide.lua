@@ -44,9 +44,11 @@ KEYS[i]      key of check i, i = 1 .. n (all in one hash slot)
 KEYS[n+i]    the frontier note of check i: its key with 'p' after the hash
              tag (read and written for a log check only)
 KEYS[2n+j]   the leases of the leased checks, if any (a log's key with 'e'
-             after the hash tag; docs/SCALING.md, "First come, first served
-             over shards"): such a check's limit is what its lease is worth
-             (lease_worth.lua); a caller that would be placed more than one
+             after the hash tag, a cap's with 'e' for its 'i';
+             docs/SCALING.md, "First come, first served over shards"): such
+             a check's limit is what its lease is worth (lease_worth.lua;
+             a cap worth no slot, free of holders, is asked again in a
+             balancer period); a caller that would be placed more than one
              window ahead of now in it, or whose lease is worth less than
              its cost, takes no place, and is told to come back in a
              balancer period, or, when the checks that are not leased put

@@ -2,7 +2,8 @@
 lease_give.lua: shard i gives part of its share of a global rule to shard
 j, the first step of a move (docs/SCALING.md, "A global rule kept exact
 across shards"): only what no window of its log that ends now or later
-needs, and no lower than its target.
+needs (a cap's: the slots it holds, docs/INFLIGHT.md, "Across shards"),
+and no lower than its target.
 
 The lease is a hash beside the rule's log (lease_worth.lua: s, the share,
 t, the balancer's target, and g, its goal), and out:<X>, "<to> <d> <time>", a move

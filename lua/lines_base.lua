@@ -132,7 +132,9 @@ local function rulesFrom(flat, first)
           leaseRead[read] = {leaseTerms(rule.lease, whole)}
         end
         rule.limit, rule.pace = leaseRead[read][1], leaseRead[read][2]
-        rule.batch = batch * math.min(leaseBatch, whole / math.max(rule.pace, 1))
+        if rule.algorithm == 'sliding-log' then -- a cap has no pace
+          rule.batch = batch * math.min(leaseBatch, whole / math.max(rule.pace, 1))
+        end
       else
         rule.unleased = true
       end

@@ -50,6 +50,7 @@ type Balancer struct {
 	opened bool       // the pools of rules are open
 	owed   []bool     // by group: a wake not sent yet, for a share that rose
 	limits LimitFunc  // the limits in force of adaptive rules; nil: none adapts
+	steps  int        // the steps taken: whose turn a cap's tie is
 }
 
 // A LimitFunc returns rule held to its limit in force: an adaptive rule's
@@ -95,6 +96,7 @@ func (b *Balancer) Step(ctx context.Context) ([][]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.steps++
 	leases := b.l.Leases()
 	var targets [][]int64
 	var moveErr error
@@ -208,12 +210,34 @@ func floorUnits(rule Check, n int) int64 {
 
 // targets returns each group's share of rule, in whole units: its floor,
 // and of the rest its part of the demand (evenly when none waits: parts
-// nil), the units left by rounding going to the largest remainders.
+// nil), the units left by rounding going to the largest remainders. A
+// cap first gives a slot to each group where tasks wait, when it has
+// enough, and breaks ties of remainders in turn, step by step: its slots
+// are whole, and a group that lost every tie would wait for good on the
+// others' backlog (docs/INFLIGHT.md, "Across shards").
 func (b *Balancer) targets(parts []float64, rule Check) []int64 {
 	n, limit := len(b.groups), int64(rule.Policy.Limit)
 	floor := floorUnits(rule, n)
-	rest := limit - floor*int64(n)
 	units, frac := make([]int64, n), make([]float64, n)
+	for i := range units {
+		units[i] = floor
+	}
+	rest := limit - floor*int64(n)
+	isCap := rule.Policy.Algorithm == Concurrency
+	if isCap && parts != nil {
+		var waiting []int
+		for i, p := range parts {
+			if p > 0 && units[i] == 0 {
+				waiting = append(waiting, i)
+			}
+		}
+		if int64(len(waiting)) <= rest {
+			for _, i := range waiting {
+				units[i]++
+			}
+			rest -= int64(len(waiting))
+		}
+	}
 	left := rest
 	for i := range units {
 		part := float64(rest) / float64(n)
@@ -221,11 +245,14 @@ func (b *Balancer) targets(parts []float64, rule Check) []int64 {
 			part = float64(rest) * parts[i]
 		}
 		whole := int64(math.Floor(part))
-		units[i], frac[i], left = floor+whole, part-float64(whole), left-whole
+		units[i], frac[i], left = units[i]+whole, part-float64(whole), left-whole
 	}
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
+		if isCap && parts != nil {
+			order[i] = (i + b.steps) % n // ties in turn while tasks wait
+		}
 	}
 	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(frac[y], frac[x]) })
 	for _, i := range order[:min(int(left), n)] {

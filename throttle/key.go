@@ -139,7 +139,11 @@ func frontierOf(log string) string {
 // 'i'.
 func leaseOf(log string) string {
 	i := strings.LastIndex(log, "}")
-	return log[:i+1] + "e" + strings.TrimPrefix(log[i+1:], "i")
+	rest := log[i+1:]
+	if strings.HasPrefix(rest, "i:") {
+		rest = rest[1:]
+	}
+	return log[:i+1] + "e" + rest
 }
 
 // beside returns log and the keys beside it that the lines' scripts read:

@@ -190,7 +190,8 @@ func (l Lease) Worth(limit int) int64 {
 
 // HeldBack reports whether rule c holds tasks back in group g: what its
 // log holds in the window and ahead (or its slots) is at least what g's
-// lease is worth at c's limit. An adaptive rule over shards rises only
+// lease is worth at c's limit, and that is not nothing (a group whose
+// share went elsewhere holds nothing back of its own). An adaptive rule over shards rises only
 // then (docs/INFLIGHT.md, "Across shards").
 func (ls *Leases) HeldBack(ctx context.Context, c Check, g string) (bool, error) {
 	held, err := ls.Held(ctx, c, g)
@@ -201,12 +202,13 @@ func (ls *Leases) HeldBack(ctx context.Context, c Check, g string) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	return held >= lease.Worth(c.Policy.Limit), nil
+	worth := lease.Worth(c.Policy.Limit)
+	return worth > 0 && held >= worth, nil
 }
 
 // Held returns the units group g's log of rule c holds in the window
 // that ends now, and ahead: its admissions of the last window and its
-// places in line (lua/lease_held.lua).
+// places in line; a cap's slots not lapsed (lua/lease_held.lua).
 func (ls *Leases) Held(ctx context.Context, c Check, g string) (int64, error) {
 	k, err := ls.keys(c, g)
 	if err == nil {
@@ -221,7 +223,8 @@ func (ls *Leases) Held(ctx context.Context, c Check, g string) (int64, error) {
 }
 
 // Move moves up to shares of rule c from group from to group to: from
-// gives what no window of its log that ends now or later needs, down to
+// gives what no window of its log that ends now or later needs (a cap:
+// what its slots held need), down to
 // its target at most, then to takes it, then the move is settled. c is
 // the rule as the workers check it: its limit, and its window with the
 // margin, are what the give keeps the log's windows within. The take

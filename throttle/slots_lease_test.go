@@ -266,6 +266,48 @@ func TestBalancerMovesSlots(t *testing.T) {
 	})
 }
 
+// TestBalancerCapTurns: a global cap of 2 over three groups, tasks
+// waiting in each: the slots cannot be one to a group, and the groups
+// take them in turn as they free, none waiting for good on the others'
+// backlog.
+func TestBalancerCapTurns(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
+		ctx := context.Background()
+		c := capOf("rule/email/relay", 2, 5*time.Second)
+		c.Leased = true
+		groups := []string{"email.0", "email.1", "email.2"}
+		b, err := l.NewBalancer("email", groups, []throttle.Check{c}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &slotShards{t: t, rdb: rdb, l: l, b: b, c: c, groups: groups, granted: map[int][]string{}}
+		for g := range groups {
+			s.arrive(g, 20)
+		}
+		sent := make([]int, len(groups))
+		for range 12 {
+			s.serve()
+			for g := range groups {
+				lines := l.InGroup(groups[g]).Lines(throttle.LinesConfig{})
+				for _, id := range s.granted[g] {
+					if _, err := lines.Release(ctx, "email", id, []throttle.Check{c}); err != nil {
+						t.Fatal(err)
+					}
+					sent[g]++
+				}
+				s.granted[g] = nil
+			}
+		}
+		for _, n := range sent {
+			if n < 3 {
+				t.Errorf("sends by group over 12 rounds: %v; want each group 3 or more (its turn)", sent)
+				break
+			}
+		}
+	})
+}
+
 // slotShards drives the lines of groups in front of a leased cap c, one
 // call at a time, with balancer b.
 type slotShards struct {
