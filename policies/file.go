@@ -13,8 +13,9 @@ type File struct {
 	opts []Option
 	cur  atomic.Pointer[Policies]
 
-	mu     sync.Mutex // serializes reloads and Require
+	mu     sync.Mutex // serializes reloads and Require, and guards seen
 	checks []func(*Policies) error
+	seen   stamp // the version of the file last read, or tried (Watch)
 }
 
 // Open loads the policies file at path, as Load; each Reload reads it with
@@ -46,6 +47,7 @@ func (f *File) Reload() error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.seen = stampOf(f.path) // before the read: a change after it is seen again
 	p, err := Load(f.path, f.opts...)
 	if err != nil {
 		return err

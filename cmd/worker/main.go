@@ -155,7 +155,7 @@ func run(ctx context.Context, args []string) int {
 	if err := w.srv.CheckLayout(ctx); err != nil {
 		return fail(err)
 	}
-	reloadOnHUP(cfg.Policies, w.srv.Unthrottled, logger)()
+	reloadPolicies(ctx, cfg.Policies, w.srv.Unthrottled, logger)
 
 	// The first line says what the worker enforces; a warning for each
 	// task type left unthrottled and the operations server's line follow.
@@ -173,26 +173,30 @@ func run(ctx context.Context, args []string) int {
 	return 0
 }
 
-// reloadOnHUP catches SIGHUP, before the worker's first line, so that a
-// reload sent as it appears does not end the worker (SIGHUP's default
-// action), and reloads policies on each, warning as at start for each task
-// type unthrottled leaves. It returns the function that starts the
-// reloads; the catch ends when the process does.
-func reloadOnHUP(policyFile *policies.File, unthrottled func() []string, logger *slog.Logger) func() {
+// reloadPolicies reloads policyFile on each SIGHUP, caught before the
+// worker's first line so that a reload sent as it appears does not end
+// the worker (SIGHUP's default action), and whenever the file changes on
+// disk (policies.File.Watch, docs/DAYONE.md), until ctx ends. Each reload
+// is logged, and warns as at start for each task type unthrottled leaves.
+func reloadPolicies(ctx context.Context, policyFile *policies.File, unthrottled func() []string, logger *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	return func() {
-		go func() {
-			for range hup {
-				if err := policyFile.Reload(); err != nil {
-					logger.Error("policies not reloaded; the previous ones stay in force", "err", err)
-					continue
-				}
-				logger.Info("policies reloaded", "enforces", policyFile.Current().Summary())
-				warnUnthrottled(logger, unthrottled())
+	reloaded := func(why string) func(error) {
+		return func(err error) {
+			if err != nil {
+				logger.Error("policies not reloaded; the previous ones stay in force", "on", why, "err", err)
+				return
 			}
-		}()
+			logger.Info("policies reloaded", "on", why, "enforces", policyFile.Current().Summary())
+			warnUnthrottled(logger, unthrottled())
+		}
 	}
+	go func() {
+		for range hup {
+			reloaded("SIGHUP")(policyFile.Reload())
+		}
+	}()
+	go policyFile.Watch(ctx, 0, reloaded("a change of the file"))
 }
 
 // warnUnthrottled logs a warning for each of types, the task types the
