@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What `make test` needs beyond Go: redis-server and redis-cli, Chromium, a
+# What `make test` needs beyond Go: redis-server and redis-cli, Chromium,
+# Prometheus's promtool, a
 # running Docker engine, the Redis image built from it, and the git history
 # back to 0.1.0 (TestUpgradeFrom010). As root on Debian
 # it installs and starts what is missing; anywhere else it stops at once with
@@ -13,15 +14,16 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v redis-cli >/dev/null || missing+=(redis-cli)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v dockerd >/dev/null || missing+=(docker)
+command -v promtool >/dev/null || missing+=(prometheus)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
-    apt-get install -y -q redis-server redis-tools docker.io chromium
+    apt-get install -y -q redis-server redis-tools docker.io chromium prometheus
   else
     echo "make test needs ${missing[*]}: on Debian, run as root" \
-      "'apt-get install -y redis-server redis-tools docker.io chromium'," \
+      "'apt-get install -y redis-server redis-tools docker.io chromium prometheus'," \
       "or run .ci/run as root, which installs them" >&2
     exit 1
   fi

@@ -457,6 +457,13 @@ func (s *Server) Lines() *throttle.Lines { return s.throttle.Lines() }
 // serves first come, first served (FairnessOff).
 func (s *Server) AllLines() []*throttle.Lines { return s.throttle.AllLines() }
 
+// Holds returns the provider holds in force under the server's prefix,
+// at most most of them (throttle.Limiter.Holds): a 429's Retry-After, which
+// every worker keeps to.
+func (s *Server) Holds(ctx context.Context, most int) ([]throttle.HeldKey, error) {
+	return s.throttle.limiter.Holds(ctx, most)
+}
+
 // Ready reports whether the server can work: nil when Redis answers a
 // PING within ctx, has refused none of the server's calls in the last
 // minute (a damaged key: the error names it), its maxmemory-policy evicts no

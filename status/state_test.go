@@ -1,0 +1,73 @@
+package status_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/status"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// TestState: a scrape says whether the worker is ready, and how many
+// provider holds are in force in Redis and the longest time one has left;
+// when the holds cannot be read it reports none, never a stale count.
+func TestState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := throttle.NewLimiter(redistest.Client(t), throttle.WithPrefix(redistest.Prefix(t)))
+	var down error
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(status.NewState(status.StateConfig{
+		Ready: func(context.Context) error { return down },
+		Holds: l.Holds,
+	}))
+	gauge := func(name string) (float64, bool) {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == name {
+				return f.GetMetric()[0].GetGauge().GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	if n, _ := gauge("sluice_provider_holds"); n != 0 {
+		t.Errorf("no hold: sluice_provider_holds %v, want 0", n)
+	}
+	if err := l.Hold(ctx, "provider/sms:send", 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Hold(ctx, "provider/email:send", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := gauge("sluice_provider_holds"); n != 2 {
+		t.Errorf("two holds: sluice_provider_holds %v, want 2", n)
+	}
+	if left, _ := gauge("sluice_provider_hold_remaining_seconds"); left <= 290 || left > 300 {
+		t.Errorf("the longest hold left %v s, want a little under 300", left)
+	}
+	if r, _ := gauge("sluice_ready"); r != 1 {
+		t.Errorf("ready: sluice_ready %v, want 1", r)
+	}
+	down = errors.New("redis: down")
+	if r, _ := gauge("sluice_ready"); r != 0 {
+		t.Errorf("not ready: sluice_ready %v, want 0", r)
+	}
+
+	failing := prometheus.NewPedanticRegistry()
+	failing.MustRegister(status.NewState(status.StateConfig{
+		Holds: func(context.Context, int) ([]throttle.HeldKey, error) { return nil, errors.New("redis: down") },
+	}))
+	if n, err := testutil.GatherAndCount(failing, "sluice_provider_holds", "sluice_provider_hold_remaining_seconds"); err != nil || n != 0 {
+		t.Errorf("holds unreadable: %d series, %v; want none", n, err)
+	}
+}
