@@ -3,6 +3,8 @@ package status_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +71,35 @@ func TestState(t *testing.T) {
 	}))
 	if n, err := testutil.GatherAndCount(failing, "sluice_provider_holds", "sluice_provider_hold_remaining_seconds"); err != nil || n != 0 {
 		t.Errorf("holds unreadable: %d series, %v; want none", n, err)
+	}
+}
+
+// TestStateWaiting: a scrape counts the tasks waiting in the fair lines by
+// task type, and by tenant too with TenantLabel.
+func TestStateWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := throttle.NewLimiter(redistest.Client(t), throttle.WithPrefix(redistest.Prefix(t)))
+	lines := l.Lines(throttle.LinesConfig{})
+	rule := throttle.LineCheck{Check: throttle.Check{Key: "rule/sms/provider", Policy: throttle.Policy{Limit: 1, Window: time.Hour}, Cost: 1}, Shared: true}
+	for i, tenant := range []string{"acme", "acme", "acme", "globex", "globex"} {
+		if _, err := lines.Arrive(ctx, throttle.Arrival{Class: "sms:send", Tenant: tenant, Queue: "q", ID: fmt.Sprint(i),
+			Checks: []throttle.LineCheck{rule}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(status.NewState(status.StateConfig{Lines: []*throttle.Lines{lines}, TenantLabel: true}))
+	want := `
+# HELP sluice_tenant_waiting_tasks sluice_waiting_tasks by tenant too; only with --metrics-tenants.
+# TYPE sluice_tenant_waiting_tasks gauge
+sluice_tenant_waiting_tasks{task_type="sms:send",tenant="acme"} 2
+sluice_tenant_waiting_tasks{task_type="sms:send",tenant="globex"} 2
+# HELP sluice_waiting_tasks Tasks waiting in the fair lines for their turn, by task type.
+# TYPE sluice_waiting_tasks gauge
+sluice_waiting_tasks{task_type="sms:send"} 4
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sluice_waiting_tasks", "sluice_tenant_waiting_tasks"); err != nil {
+		t.Error(err)
 	}
 }

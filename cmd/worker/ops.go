@@ -70,7 +70,7 @@ func newWorker(rdb redis.UniversalClient, cfg worker.Config, ops net.Listener, t
 	if err != nil {
 		return nil, err
 	}
-	reg.MustRegister(status.NewState(status.StateConfig{Ready: srv.Ready, Holds: srv.Holds}))
+	reg.MustRegister(status.NewState(status.StateConfig{Ready: srv.Ready, Holds: srv.Holds, Lines: srv.AllLines(), TenantLabel: tenants}))
 	h, err := status.OpsHandler(status.OpsConfig{Gatherer: reg, Ready: srv.Ready, Status: page})
 	if err != nil {
 		return nil, err
