@@ -25,6 +25,8 @@ type Client struct {
 	prefix  string
 	parking bool
 	parker  *parker // nil without parking
+	// retention keeps a task with an ID once it has run (WithRetention).
+	retention time.Duration
 
 	// layout gives a task without a queue its queue; read from Redis at
 	// the first enqueue that needs it.
@@ -59,11 +61,14 @@ func NewClientFromRedisClient(rdb redis.UniversalClient, opts ...ClientOption) *
 	if rdb == nil {
 		return &Client{err: errors.New("producer: NewClientFromRedisClient: the Redis client is nil")}
 	}
-	c := &Client{rdb: rdb, aq: asynq.NewClientFromRedisClient(rdb), prefix: keyspace.DefaultPrefix, parking: true}
+	c := &Client{rdb: rdb, aq: asynq.NewClientFromRedisClient(rdb), prefix: keyspace.DefaultPrefix, parking: true, retention: DefaultRetention}
 	for _, o := range opts {
 		if o != nil {
 			o(c)
 		}
+	}
+	if c.err != nil {
+		return &Client{err: c.err}
 	}
 	if c.parking {
 		if err := keyspace.CheckPrefix(c.prefix); err != nil {
@@ -201,6 +206,7 @@ func (c *Client) Enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Op
 // enqueue sends a validated task to Redis: on the queue the layout gives
 // it when it asks for one (HeaderQueue) and opts name none.
 func (c *Client) enqueue(ctx context.Context, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
+	opts = c.retained(task, opts)
 	_, named := queueOf(opts)
 	byLayout := !named && task.Headers()[HeaderQueue] == QueueByLayout
 	at, _ := TaskEnqueued(task)

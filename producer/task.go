@@ -35,6 +35,12 @@ const (
 
 	// QueueByLayout is HeaderQueue's value.
 	QueueByLayout = "layout"
+
+	// HeaderRetain is the task header that NewSMSTask and NewEmailTask set
+	// to "id" when given an asynq.TaskID and no asynq.Retention, and to
+	// "own" when given a retention: the Client keeps the first once it has
+	// run (WithRetention), so that its ID stays taken.
+	HeaderRetain = "sluice-retain"
 )
 
 // TaskTypes returns the task types of this package's tasks, in name
@@ -105,6 +111,9 @@ func newTask(typ, tenant string, m message, opts []asynq.Option) (*asynq.Task, e
 	headers[HeaderEnqueued] = due(opts).UTC().Format(time.RFC3339Nano)
 	if _, ok := queueOf(opts); !ok {
 		headers[HeaderQueue] = QueueByLayout
+	}
+	if r := retainOf(opts); r != "" {
+		headers[HeaderRetain] = r
 	}
 	return asynq.NewTaskWithHeaders(typ, payload, headers, append(opts, asynq.MaxRetry(budget+1))...), nil
 }

@@ -30,8 +30,8 @@ Enqueues the tasks of FILE ("-" for standard input), one JSON object a line:
 
 type is sms or email; tenant, to and body are required, subject too for
 email, and from is optional. Optional for both: id (a task ID: a second task
-with the same ID in the queue is refused, so a file with IDs is safe to send
-again), queue (default --queue, or else the task type's: sms:send or
+with the same ID in the queue, or run there within --retention (a day by
+default), is refused, so a file with IDs is safe to send again within it), queue (default --queue, or else the task type's: sms:send or
 email:send), max_retry (default 25), priority (1, the most urgent, to 5;
 default 3), and process_in (a duration such as "90s") or process_at (RFC
 3339). Blank lines are skipped,
@@ -58,6 +58,7 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	redisURL := fs.String("redis", "", redisconn.RedisURLHelp)
 	queue := fs.String("queue", "", "asynq queue of the lines without one; default: each task type's, as the deployment's layout names it")
 	prefix := fs.String("prefix", keyspace.DefaultPrefix, prefixHelp)
+	retention := fs.Duration("retention", producer.DefaultRetention, retentionHelp)
 	skipInvalid := fs.Bool("skip-invalid", false, "enqueue the valid lines even when some are invalid")
 	if code, ok := parseFlags(fs, args, bulkSynopsis, stdout, stderr, "FILE"); !ok {
 		return code
@@ -104,7 +105,11 @@ func runBulk(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return 1
 	}
 
-	pc, closeRedis, err := connect(ctx, *redisURL, *prefix)
+	if err := checkRetention(*retention); err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 2
+	}
+	pc, closeRedis, err := connect(ctx, *redisURL, *prefix, *retention)
 	if err != nil {
 		fmt.Fprintln(stderr, "enqueue:", err)
 		return cli.ExitStatus(err)

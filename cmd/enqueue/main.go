@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -82,16 +83,17 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr
 }
 
 // connect returns a producer client of the Redis at url, once Redis
-// answers (see redisconn.Connect), that parks tasks in the fair lines of prefix,
-// and the function that closes the client and its connection. The error
+// answers (see redisconn.Connect), that parks tasks in the fair lines of
+// prefix and keeps a task with an ID for retention once it has run, and
+// the function that closes the client and its connection. The error
 // names Redis and the URL; it matches cli.ErrUsage when the URL cannot be
 // read (cli.ExitStatus gives 2).
-func connect(ctx context.Context, url, prefix string) (*producer.Client, func(), error) {
+func connect(ctx context.Context, url, prefix string, retention time.Duration) (*producer.Client, func(), error) {
 	rdb, err := redisconn.Connect(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
-	pc := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix))
+	pc := producer.NewClientFromRedisClient(rdb, producer.WithPrefix(prefix), producer.WithRetention(retention))
 	return pc, func() { _ = pc.Close(); _ = rdb.Close() }, nil
 }
 
@@ -107,7 +109,8 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 	subject := fs.String("subject", "", "subject (email)")
 	from := fs.String("from", "", "sender address (email, optional)")
 	count := fs.Int("count", 1, "how many distinct tasks")
-	id := fs.String("id", "", "task ID, for idempotent enqueue")
+	id := fs.String("id", "", "task ID, for idempotent enqueue: refused while a task of that ID is in the queue, or ran within --retention")
+	retention := fs.Duration("retention", producer.DefaultRetention, retentionHelp)
 	maxRetry := fs.Int("max-retry", producer.DefaultMaxRetry, "retries after real failures (throttling never spends them)")
 	priority := fs.Int("priority", producer.DefaultPriority,
 		"1 (most urgent) to 5: among tasks waiting for a shared limit, the more urgent goes first; each less urgent priority keeps a share")
@@ -142,7 +145,11 @@ func runOne(ctx context.Context, kind string, args []string, stdout, stderr io.W
 		return 2
 	}
 
-	pc, closeRedis, err := connect(ctx, *redisURL, *prefix)
+	if err := checkRetention(*retention); err != nil {
+		fmt.Fprintln(stderr, "enqueue:", err)
+		return 2
+	}
+	pc, closeRedis, err := connect(ctx, *redisURL, *prefix, *retention)
 	if err != nil {
 		fmt.Fprintln(stderr, "enqueue:", err)
 		return cli.ExitStatus(err)
@@ -190,6 +197,17 @@ func checkTaskFlags(maxRetry int, queue string) error {
 	}
 	if err := producer.ValidateQueue(queue); err != nil {
 		return fmt.Errorf("--queue: %w", err)
+	}
+	return nil
+}
+
+// retentionHelp is the help of --retention.
+const retentionHelp = "how long a task with an ID is kept once it has run, its ID taken: an enqueue of it again within that is refused; 0 keeps none"
+
+// checkRetention refuses a --retention that producer.WithRetention would.
+func checkRetention(d time.Duration) error {
+	if d < 0 || d > producer.MaxRetention {
+		return fmt.Errorf("--retention %v: give 0 to %v", d, producer.MaxRetention)
 	}
 	return nil
 }
