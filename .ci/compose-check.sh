@@ -58,8 +58,18 @@ case $sink in
   *) echo "compose-check: the sink is published on '$sink', not on loopback" >&2; exit 1 ;;
 esac
 
+# Each worker's operations address, published on a loopback port.
+ops=()
+for i in $(seq "$(compose ps -q worker | wc -l)"); do
+  addr=$(compose port --index "$i" worker 9464)
+  case $addr in
+    127.0.0.1:*) ops+=(--ops "$addr") ;;
+    *) echo "compose-check: worker $i's operations address is published on '$addr', not on loopback" >&2; exit 1 ;;
+  esac
+done
+
 "$bin/composecheck" --report "http://$sink/report" --timeout 90s \
-  --policies "$SLUICE_POLICIES_FILE" --burst "$SLUICE_BURST_FILE"
+  --policies "$SLUICE_POLICIES_FILE" --burst "$SLUICE_BURST_FILE" "${ops[@]}"
 
 # The producer ran once and enqueued everything; the workers and the sink
 # are still up (they do not restart here: a crash would show).
@@ -78,7 +88,7 @@ for service in worker sink; do
     fi
   done
 done
-echo "compose-check: $(compose ps -q worker | wc -l) workers; the sink's last lines:"
+echo "compose-check: $(compose ps -q worker | wc -l) workers, each ready with its metrics; the sink's last lines:"
 compose logs --no-color --tail=3 sink
 
 ok=1

@@ -5,7 +5,9 @@
 // as the provider saw it: for every sms:send rule, the most messages in any
 // span of the rule's plain window (without the workers' margin, which only
 // makes the check stricter) is at most the rule's limit, per tenant for a
-// tenant rule (with its override), in all for a global rule.
+// tenant rule (with its override), in all for a global rule. Given the
+// workers' operations addresses (--ops, once each), it also checks that
+// each worker is ready and that its metrics counted the burst's decisions.
 //
 //	go run ./internal/composecheck --report http://127.0.0.1:PORT/report \
 //	  --policies examples/policies.yaml --burst examples/burst.jsonl
@@ -19,10 +21,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -36,6 +40,7 @@ import (
 type flags struct {
 	reportURL, policiesPath, burstPath string
 	timeout, settle                    time.Duration
+	ops                                []string // the workers' operations addresses, host:port
 }
 
 func main() {
@@ -55,6 +60,9 @@ func main() {
 
 	c := &checker{rules: rules, reports: windowReports(ctx, f.reportURL, rules)}
 	c.check(want, total)
+	for _, addr := range f.ops {
+		c.checkOps(ctx, addr)
+	}
 	if len(c.failures) > 0 {
 		for _, msg := range c.failures {
 			fmt.Fprintln(os.Stderr, "composecheck: FAIL:", msg)
@@ -73,6 +81,10 @@ func parseFlags() flags {
 	flag.StringVar(&f.burstPath, "burst", "examples/burst.jsonl", "the bulk `file` the producer enqueued")
 	flag.DurationVar(&f.timeout, "timeout", 90*time.Second, "how long to wait for every message")
 	flag.DurationVar(&f.settle, "settle", 2*time.Second, "how long to wait, once every message arrived, for duplicates")
+	flag.Func("ops", "a worker's operations `address` (host:port), once per worker", func(s string) error {
+		f.ops = append(f.ops, s)
+		return nil
+	})
 	flag.Parse()
 	if f.reportURL == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "composecheck: usage: composecheck --report URL [--policies FILE] [--burst FILE] [--timeout D]")
@@ -265,4 +277,32 @@ func get(ctx context.Context, url, window string) (sink.Report, error) {
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "composecheck: FAIL: "+format+"\n", args...)
 	os.Exit(1)
+}
+
+// checkOps checks the worker whose operations server is at addr: /readyz
+// answers ready, and /metrics says so and has counted decisions.
+func (c *checker) checkOps(ctx context.Context, addr string) {
+	body := func(path string) string {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return ""
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			c.failures = append(c.failures, fmt.Sprintf("worker at %s: GET %s: %v", addr, path, err))
+			return ""
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return string(data)
+	}
+	if got := body("/readyz"); got != "ready\n" {
+		c.failures = append(c.failures, fmt.Sprintf("worker at %s: /readyz answered %q, want ready", addr, got))
+	}
+	metrics := body("/metrics")
+	for _, want := range []string{"\nsluice_ready 1\n", "\nsluice_decisions_total{"} {
+		if !strings.Contains(metrics, want) {
+			c.failures = append(c.failures, fmt.Sprintf("worker at %s: /metrics lacks %q", addr, strings.TrimSpace(want)))
+		}
+	}
 }
