@@ -95,12 +95,18 @@ end
 -- it and park it: done here, with the rule it waits for named as there,
 -- before lines_base.lua defines its functions (their closures cost). The
 -- append is lines_base.lua's lineAdd, written out; a ready flow is not idle.
+-- "First" as a step orders them: on a tie of start tags a flow that joined
+-- at V goes first (lines_grants.lua, turns).
 if wakeAt and tonumber(wakeAt) > now and redis.call('ZCOUNT', kgrants, '-inf', now - late - 1) == 0 then
   local kr = base .. 'qr:' .. class .. ':' .. level
-  if redis.call('ZSCORE', kr, tenant) and redis.call('ZRANGE', kr, 0, 0)[1] ~= tenant then
+  local start = tonumber(redis.call('ZSCORE', kr, tenant))
+  local first = start and redis.call('ZRANGE', kr, 0, 0, 'WITHSCORES')
+  if first and first[1] ~= tenant then
     local records, name = base .. 'qF:' .. class, level .. ':' .. tenant
-    local stored = redis.call('HMGET', records, 'w' .. name, 'r' .. name)
-    if stored[2] == cjson.encode({unpack(ARGV, 13)}) and tonumber(stored[1]) == weight then
+    local stored = redis.call('HMGET', records, 'w' .. name, 'r' .. name, 'f' .. name)
+    local ahead = tonumber(first[2]) < start or (tonumber(stored[3]) or 0) >= start or
+      (tonumber(redis.call('HGET', records, 'f' .. level .. ':' .. first[1])) or 0) < start
+    if ahead and stored[2] == cjson.encode({unpack(ARGV, 13)}) and tonumber(stored[1]) == weight then
       local line, from = base .. 'qL:' .. class .. ':' .. level, #tenant .. ':' .. tenant
       local last = redis.call('ZRANGE', line, '(' .. from .. '\255', '[' .. from, 'BYLEX', 'REV', 'LIMIT', 0, 1)[1]
       local seq = last and tonumber(string.sub(last, #from + 1, #from + 16), 16) + 1 or seqStart

@@ -127,6 +127,43 @@ local function batchOf(flow)
   return b
 end
 
+-- turns returns the ready flows of class's level that a pick looks at (the
+-- first `scan`) as {tenant, start}, in the order they are served: by start
+-- tag, and on a tie a flow that joined at V (new, or back from idle or a
+-- block: its start above its finish tag) before one served at every tag
+-- below, each side by name. A newcomer is owed the next slot (Bounds).
+local function turns(class, level)
+  local found = redis.call('ZRANGE', kready(class, level), 0, scan - 1, 'WITHSCORES')
+  local list = {}
+  for i = 1, #found, 2 do
+    list[#list + 1] = {tenant = found[i], start = tonumber(found[i + 1])}
+  end
+  local i = 1
+  while i < #list do
+    local j = i
+    while j < #list and list[j + 1].start == list[i].start do
+      j = j + 1
+    end
+    if j > i then
+      local joined, rest = {}, {}
+      for k = i, j do
+        -- A flow whose record fails is set aside by pick, in either place.
+        local ok, flow = pcall(flowOf, class, level, list[k].tenant)
+        local side = (ok and flow.finish < list[k].start) and joined or rest
+        side[#side + 1] = list[k]
+      end
+      for k, x in ipairs(joined) do
+        list[i + k - 1] = x
+      end
+      for k, x in ipairs(rest) do
+        list[i + #joined + k - 1] = x
+      end
+    end
+    i = j + 1
+  end
+  return list
+end
+
 -- pick returns the flow of class to serve next, its start tag and place;
 -- or nil, the time the shared rules are full until (if they are), whether
 -- flows were blocked or dropped on the way, and whether it stopped at a
@@ -137,11 +174,10 @@ local function pick(class, levelsInOrder, here, gate)
   local horizon = now + lead
   local changed = false
   for _, level in ipairs(levelsInOrder) do
-    local found = redis.call('ZRANGE', kready(class, level), 0, scan - 1, 'WITHSCORES')
-    for i = 1, #found, 2 do
+    for _, turn in ipairs(turns(class, level)) do
       -- Every key a grant writes is read first, guarded: one Redis refuses
       -- sets the flow aside before anything of it is written.
-      local ok, flow = pcall(flowOf, class, level, found[i])
+      local ok, flow = pcall(flowOf, class, level, turn.tenant)
       if ok and not gate(flow) then
         return nil, nil, changed, true
       end
@@ -162,7 +198,7 @@ local function pick(class, levelsInOrder, here, gate)
         err = own
       end
       if not ok then
-        damaged(class, level, found[i], err)
+        damaged(class, level, turn.tenant, err)
         changed = true
       elseif not head then
         redis.call('ZREM', kready(class, level), flow.tenant)
@@ -180,7 +216,7 @@ local function pick(class, levelsInOrder, here, gate)
           redis.call('ZADD', kblocked(class), num(own - lead), level .. ':' .. flow.tenant)
           changed = true
         else
-          return {flow = flow, start = tonumber(found[i + 1]), place = math.max(own, shared)}
+          return {flow = flow, start = turn.start, place = math.max(own, shared)}
         end
       end
     end
