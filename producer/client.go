@@ -9,6 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/internal/entrance"
 	"github.com/sluicehq/sluice/internal/keyspace"
@@ -33,6 +34,8 @@ type Client struct {
 	layoutMu   sync.Mutex
 	layoutRead time.Time // when layout was read; zero: never
 	layout     layout.Layout
+
+	tracer trace.Tracer // WithTracerProvider; nil: the global provider's
 }
 
 // NewClient returns a Client that connects to Redis with r, for example an
@@ -204,8 +207,17 @@ func (c *Client) Enqueue(ctx context.Context, task *asynq.Task, opts ...asynq.Op
 }
 
 // enqueue sends a validated task to Redis: on the queue the layout gives
-// it when it asks for one (HeaderQueue) and opts name none.
+// it when it asks for one (HeaderQueue) and opts name none, within a
+// PRODUCER span whose trace context the task carries (docs/TRACING.md).
 func (c *Client) enqueue(ctx context.Context, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
+	ctx, span, task := c.startSend(ctx, task, tenant)
+	info, err := c.send(ctx, task, tenant, opts)
+	endSend(span, info, err)
+	return info, err
+}
+
+// send is enqueue without its span.
+func (c *Client) send(ctx context.Context, task *asynq.Task, tenant string, opts []asynq.Option) (*asynq.TaskInfo, error) {
 	opts = c.retained(task, opts)
 	_, named := queueOf(opts)
 	byLayout := !named && task.Headers()[HeaderQueue] == QueueByLayout

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/policies"
 	"github.com/sluicehq/sluice/producer"
@@ -414,10 +415,14 @@ func (t *Throttle) admitFair(ctx context.Context, task *asynq.Task, holdKey, ten
 // returns the turn and when it asked.
 func (t *Throttle) arrive(ctx context.Context, f *fairLines, a throttle.Arrival, applied, shadow []policies.Applied) (throttle.Turn, time.Time, error) {
 	asked := time.Now()
-	actx, cancel := context.WithTimeout(ctx, t.timeout)
+	sctx, span, traced := child(ctx, spanDecide, trace.SpanKindInternal)
+	actx, cancel := context.WithTimeout(sctx, t.timeout)
 	turn, err := f.lines.Arrive(actx, a)
 	err = timedOut(actx, err)
 	cancel()
+	if traced {
+		endTurn(span, turn, err)
+	}
 	e := DecisionEvent{TaskType: a.Class, Tenant: a.Tenant, Err: err, Latency: time.Since(asked), Outcome: turn.Outcome, At: turn.At,
 		FailedOpen: err != nil && ctx.Err() == nil && t.mode == throttle.FailOpen}
 	e.Decision = turnDecision(turn, len(applied), max(turn.By, 0), f.park)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/policies"
@@ -48,6 +49,7 @@ type Throttle struct {
 	adaptive *adaptiveLimits
 
 	onDecision func(DecisionEvent) // ThrottleConfig.OnDecision, or nil
+	tracer     trace.Tracer        // of ThrottleConfig.TracerProvider
 
 	fair   *shards               // nil: first come, first served
 	layout layout.Layout         // the shards; on more than one, global rules are leased
@@ -84,6 +86,7 @@ func NewThrottle(limiter *throttle.Limiter, policyFile *policies.File, cfg *Thro
 		stopping: make(chan struct{}),
 
 		onDecision: cfg.OnDecision,
+		tracer:     tracerOf(cfg.TracerProvider),
 	}
 	if t.logger == nil {
 		t.logger = slog.Default()
@@ -188,51 +191,61 @@ func (t *Throttle) Stop() { t.stopOnce.Do(func() { close(t.stopping) }) }
 // budget spent is archived (asynq.SkipRetry); throttling never spends it.
 func (t *Throttle) Middleware(next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-		tenant := task.Headers()[producer.HeaderTenant]
-		if err := producer.ValidateTenant(tenant); err != nil {
-			return fmt.Errorf("%w: task %s: header %s: %v", asynq.SkipRetry, task.Type(), producer.HeaderTenant, err)
-		}
-		if typ := task.Type(); typ == producer.TypeSMS || typ == producer.TypeEmail {
-			// Refused before the limiter: an oversized task must not
-			// spend a slot of the tenant's quota, nor be decoded.
-			if err := producer.CheckPayloadSize(task.Payload()); err != nil {
-				return fmt.Errorf("%w: task %s: %v", asynq.SkipRetry, typ, err)
-			}
-		}
-		holdKey := t.holdKey(task.Type(), tenant)
-		ceilings := t.policies.Current().For(task.Type(), tenant)
-		limiter := t.limiterOf(task.Type(), tenant)
-		rules := t.inForce(ctx, limiter, ceilings)
-		admit := func() error { return t.admit(ctx, holdKey, task.Type(), tenant, t.firstComeChecks(rules)) }
-		if t.fair != nil {
-			admit = func() error { return t.admitFair(ctx, task, holdKey, tenant, rules) }
-		}
-		if err := admit(); err != nil {
-			return err
-		}
-		slots := t.slotsOf(ctx, task, tenant, rules)
-		err := runHandler(ctx, next, task)
-		slots.release()
-		t.adapt(limiter, task.Type(), tenant, ceilings, err)
-		var te *provider.ThrottledError
-		if errors.As(err, &te) && te.FromProvider {
-			if te.RetryAfter > t.holdCap {
-				t.logger.Warn("a provider asked to hold sends longer than --max-provider-hold; holding them that long",
-					"key", holdKey, "retry_after", te.RetryAfter.String(), "max_provider_hold", t.holdCap.String())
-				te.RetryAfter = t.holdCap
-			}
-			if herr := t.holds.hold(ctx, holdKey, te.RetryAfter); herr != nil {
-				t.logger.Warn("could not share the provider's hold with other workers", "key", holdKey, "err", herr)
-			}
-		}
-		if err == nil || te != nil || errors.Is(err, asynq.SkipRetry) {
-			return err
-		}
-		if retried, budget := retries(ctx, task); retried >= budget {
-			return fmt.Errorf("%w: retry budget of %d spent: %w", asynq.SkipRetry, budget, err)
-		}
+		ctx, span := t.startProcess(ctx, task)
+		err := t.process(ctx, next, task)
+		endProcess(span, err)
 		return err
 	})
+}
+
+// process is one run of task through the Middleware.
+func (t *Throttle) process(ctx context.Context, next asynq.Handler, task *asynq.Task) error {
+	tenant := task.Headers()[producer.HeaderTenant]
+	if err := producer.ValidateTenant(tenant); err != nil {
+		return fmt.Errorf("%w: task %s: header %s: %v", asynq.SkipRetry, task.Type(), producer.HeaderTenant, err)
+	}
+	if typ := task.Type(); typ == producer.TypeSMS || typ == producer.TypeEmail {
+		// Refused before the limiter: an oversized task must not
+		// spend a slot of the tenant's quota, nor be decoded.
+		if err := producer.CheckPayloadSize(task.Payload()); err != nil {
+			return fmt.Errorf("%w: task %s: %v", asynq.SkipRetry, typ, err)
+		}
+	}
+	holdKey := t.holdKey(task.Type(), tenant)
+	ceilings := t.policies.Current().For(task.Type(), tenant)
+	limiter := t.limiterOf(task.Type(), tenant)
+	rules := t.inForce(ctx, limiter, ceilings)
+	admit := func(ctx context.Context) error {
+		return t.admit(ctx, holdKey, task.Type(), tenant, t.firstComeChecks(rules))
+	}
+	if t.fair != nil {
+		admit = func(ctx context.Context) error { return t.admitFair(ctx, task, holdKey, tenant, rules) }
+	}
+	if err := traced(ctx, spanAdmit, trace.SpanKindInternal, admit); err != nil {
+		return err
+	}
+	slots := t.slotsOf(ctx, task, tenant, rules)
+	err := runHandler(ctx, next, task)
+	slots.release()
+	t.adapt(limiter, task.Type(), tenant, ceilings, err)
+	var te *provider.ThrottledError
+	if errors.As(err, &te) && te.FromProvider {
+		if te.RetryAfter > t.holdCap {
+			t.logger.Warn("a provider asked to hold sends longer than --max-provider-hold; holding them that long",
+				"key", holdKey, "retry_after", te.RetryAfter.String(), "max_provider_hold", t.holdCap.String())
+			te.RetryAfter = t.holdCap
+		}
+		if herr := t.holds.hold(ctx, holdKey, te.RetryAfter); herr != nil {
+			t.logger.Warn("could not share the provider's hold with other workers", "key", holdKey, "err", herr)
+		}
+	}
+	if err == nil || te != nil || errors.Is(err, asynq.SkipRetry) {
+		return err
+	}
+	if retried, budget := retries(ctx, task); retried >= budget {
+		return fmt.Errorf("%w: retry budget of %d spent: %w", asynq.SkipRetry, budget, err)
+	}
+	return err
 }
 
 // runHandler runs next, turning a panic into an error: asynq recovers
@@ -419,10 +432,15 @@ func (t *Throttle) holdLeft(ctx context.Context, key string) (time.Duration, err
 
 // decide asks limiter for checks within the decision timeout.
 func (t *Throttle) decide(ctx context.Context, limiter *throttle.Limiter, id string, checks []throttle.Check) (throttle.MultiDecision, error) {
+	ctx, span, traced := child(ctx, spanDecide, trace.SpanKindInternal)
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	d, err := limiter.AllowInLine(ctx, id, checks)
-	return d, timedOut(ctx, err)
+	err = timedOut(ctx, err)
+	if traced {
+		endDecide(span, d.Allowed, d.RetryAfter, err)
+	}
+	return d, err
 }
 
 // limiterOf is the limiter that decides, first come, first served, the

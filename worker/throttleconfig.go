@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -124,4 +125,10 @@ type ThrottleConfig struct {
 	// it must be quick and safe for concurrent use: count, observe a
 	// histogram. Nil means none.
 	OnDecision func(DecisionEvent)
+
+	// TracerProvider makes the spans of each task's run, linked to the
+	// span of its enqueue (docs/TRACING.md); nil means
+	// otel.GetTracerProvider(), the no-op one unless the program sets
+	// another.
+	TracerProvider trace.TracerProvider
 }

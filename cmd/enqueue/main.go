@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/keyspace"
 	"github.com/sluicehq/sluice/internal/layout"
 	"github.com/sluicehq/sluice/internal/redisconn"
+	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/producer"
 )
 
@@ -56,7 +57,9 @@ const prefixHelp = "prefix of the limiter's Redis keys, as the workers' --prefix
 var env = map[string]string{"redis": "REDIS_URL", "queue": "SLUICE_QUEUE", "prefix": "SLUICE_PREFIX"}
 
 func main() {
-	cli.Main(func(ctx context.Context, args []string) int { return run(ctx, args, os.Stdin, os.Stdout, os.Stderr) })
+	cli.Main(func(ctx context.Context, args []string) int {
+		return tracing.Run(ctx, "sluice-enqueue", func() int { return run(ctx, args, os.Stdin, os.Stdout, os.Stderr) })
+	})
 }
 
 // run runs the command with args, without the program name, and returns

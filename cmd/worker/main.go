@@ -38,6 +38,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/demo"
 	"github.com/sluicehq/sluice/internal/redisconn"
+	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/policies"
 )
 
@@ -97,7 +98,9 @@ var env = map[string]string{
 }
 
 func main() {
-	cli.Main(run)
+	cli.Main(func(ctx context.Context, args []string) int {
+		return tracing.Run(ctx, "sluice-worker", func() int { return run(ctx, args) })
+	})
 }
 
 func run(ctx context.Context, args []string) int {
