@@ -218,14 +218,8 @@ func TestBalancerMovesSlots(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx := context.Background()
-		c := capOf("rule/email/relay", 4, 5*time.Second)
-		c.Leased = true
-		groups := []string{"email.0", "email.1", "email.2"}
-		b, err := l.NewBalancer("email", groups, []throttle.Check{c}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &slotShards{t: t, rdb: rdb, l: l, b: b, c: c, groups: groups, granted: map[int][]string{}}
+		s := newSlotShards(t, rdb, l, 4)
+		c, groups, b := s.c, s.groups, s.b
 		if _, err := b.Step(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -274,14 +268,8 @@ func TestBalancerCapTurns(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, _ string) {
 		ctx := context.Background()
-		c := capOf("rule/email/relay", 2, 5*time.Second)
-		c.Leased = true
-		groups := []string{"email.0", "email.1", "email.2"}
-		b, err := l.NewBalancer("email", groups, []throttle.Check{c}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &slotShards{t: t, rdb: rdb, l: l, b: b, c: c, groups: groups, granted: map[int][]string{}}
+		s := newSlotShards(t, rdb, l, 2)
+		c, groups := s.c, s.groups
 		for g := range groups {
 			s.arrive(g, 20)
 		}
@@ -318,6 +306,20 @@ type slotShards struct {
 	c       throttle.Check
 	groups  []string
 	granted map[int][]string // by group, the tasks holding a slot
+}
+
+// newSlotShards returns the slotShards of a global cap of n leased to
+// three groups, email.0 to email.2, and their balancer.
+func newSlotShards(t *testing.T, rdb redis.UniversalClient, l *throttle.Limiter, n int) *slotShards {
+	t.Helper()
+	c := capOf("rule/email/relay", n, 5*time.Second)
+	c.Leased = true
+	groups := []string{"email.0", "email.1", "email.2"}
+	b, err := l.NewBalancer("email", groups, []throttle.Check{c}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &slotShards{t: t, rdb: rdb, l: l, b: b, c: c, groups: groups, granted: map[int][]string{}}
 }
 
 // slots returns group g's slots: what its lease is worth, and held.
