@@ -446,7 +446,13 @@ func checkAdaptiveRun(t *testing.T, sink *rateSink, procs []*workerProc, least i
 // answers 429 past 3 open. The provider never sees more than 3 open nor
 // more than 30 in a second, and while both wait acme gets about 3 in 4
 // (2 in 3 over shards, where the cap's slots are whole).
-func TestRateAndCapThroughCLIs(t *testing.T) { everywhere(t, rateAndCapThrough) }
+func TestRateAndCapThroughCLIs(t *testing.T) {
+	// Beside the other parallel tests: its bounds are shares and peaks,
+	// which load does not move; the cap's and the adaptive trial's rates
+	// run alone.
+	t.Parallel()
+	everywhere(t, rateAndCapThrough)
+}
 
 // rateAndCapThrough is TestRateAndCapThroughCLIs in b.
 func rateAndCapThrough(t *testing.T, b backend) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,15 +92,19 @@ tasks:
 // enqueueByLayout enqueues perTenant SMS for each of tenants with
 // cmd/enqueue (bin) through url, given no queue, and checks that each
 // went to its tenant's shard's queue under l. It returns the tenant of
-// each task by ID, and the tasks by queue.
+// each task by ID, and the tasks by queue. The IDs carry prefix's own
+// part: the layout's queues are shared by the tests on one cluster, and
+// a task that ran keeps its ID a day (producer.DefaultRetention).
 func enqueueByLayout(t *testing.T, bin, url, prefix string, l layout.Layout, tenants []string, perTenant int) (want map[string]string, queues map[string]int) {
 	t.Helper()
 	want, queues = map[string]string{}, map[string]int{}
 	printed := regexp.MustCompile(`^enqueued \d+ of \d+ sms tasks for tenant \S+ on queue (\S+)\n$`)
+	own := strings.Trim(strings.TrimPrefix(prefix, "sluice:"), ":")
 	for _, tenant := range tenants {
+		id := tenant + "." + own
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		cmd := exec.CommandContext(ctx, bin, "sms", "--redis", url, "--prefix", prefix, "--tenant", tenant,
-			"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(perTenant), "--id", tenant)
+			"--to", "+15551234567", "--body", "hello", "--count", fmt.Sprint(perTenant), "--id", id)
 		cmd.Env = readmeEnv()
 		out, err := cmd.CombinedOutput()
 		cancel()
@@ -112,7 +117,7 @@ func enqueueByLayout(t *testing.T, bin, url, prefix string, l layout.Layout, ten
 		}
 		queues[m[1]] += perTenant
 		for j := range perTenant {
-			want[fmt.Sprintf("%s-%d", tenant, j+1)] = tenant
+			want[fmt.Sprintf("%s-%d", id, j+1)] = tenant
 		}
 	}
 	return want, queues
