@@ -368,14 +368,10 @@ tasks:
 	if len(states) != 1 || !strings.Contains(states[0], "{limits}a:") {
 		t.Errorf("the adaptive rule's states in Redis: %q, want one, the pool's ({limits})", states)
 	}
-	// Once adapted, at least half the drain; over three shards, whose
-	// search takes up to four falls (the last seen at +12.9 s of 22 s), a
-	// third.
-	least := 2
-	if b.shards > 1 {
-		least = 3
-	}
-	checkAdaptiveRun(t, sink, procs, least)
+	// Once adapted, at least a third of the drain (300 sends, 6 s at the
+	// hidden rate): the last 429 may come late, its hold ending at +11.4 s
+	// of 21 s on one shard and +12.9 s of 22 s on three in runs seen.
+	checkAdaptiveRun(t, sink, procs, 3)
 }
 
 // checkAdaptiveRun checks what sink saw of adaptiveThrough's run through
